@@ -1,0 +1,47 @@
+// What every skinny program does at its boundary: parse with CLI11, report any error as ONE line on
+// stderr with a non-zero exit, select the device, and describe the machine for JSON output.
+#pragma once
+
+#include "json_writer.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace skinny::apps {
+
+/// Exit code for "no CUDA device": non-zero like every error, and distinct so test drivers can skip.
+constexpr int kExitNoDevice = 77;
+
+/// Flags every program shares (one definition, one group in --help).
+struct CommonOptions {
+  std::string precision = "float";
+  std::string json;  ///< write results here as JSON when non-empty
+  std::uint64_t seed = 42;
+  int device = 0;
+};
+
+/// Adds --precision (restricted to `precisions`), --json, --seed and --device in a "Common" group.
+void add_common_options(CLI::App& app, CommonOptions& options, const std::vector<std::string>& precisions);
+
+/// Parses argv, then runs `body`. Parse errors, std::exception and a missing GPU each become one line
+/// "<program>: error: <what>" on stderr and a non-zero exit code. --help prints help and exits 0.
+/// `needs_device`: check for a CUDA device and select options.device before `body`.
+int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, const std::function<int()>& body);
+
+/// Throws when `path` cannot be written (checked before any GPU work, so nothing runs in vain).
+void check_writable(const std::string& path);
+
+/// Writes `content` to `path` through a temporary file and a rename: never a half-written file.
+void write_file_atomically(const std::string& path, const std::string& content);
+
+/// Writes "device": {...} (name, SMs, memory, driver/runtime versions), "date" (UTC) and "git_commit".
+void write_environment(JsonWriter& json);
+
+/// "NVIDIA H100 80GB HBM3" and friends, for table headers.
+std::string device_name();
+
+}  // namespace skinny::apps

@@ -1,0 +1,91 @@
+#include "device_data.hpp"
+
+#include <skinny/gemm/errors.hpp>
+
+#include <thrust/execution_policy.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform.h>
+#include <thrust/transform_reduce.h>
+
+#include <cmath>
+#include <limits>
+
+namespace skinny::apps {
+namespace {
+
+// splitmix64: a counter-based generator, so element i does not depend on the thread that writes it.
+__host__ __device__ std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <class T>
+__device__ T from_double(double v) {
+  return T(v);
+}
+template <>
+__device__ __half from_double<__half>(double v) {
+  return __double2half(v);
+}
+__device__ double as_double(float v) { return v; }
+__device__ double as_double(double v) { return v; }
+
+struct SquaredPair {
+  double diff2 = 0, ref2 = 0, bad = 0;
+};
+
+}  // namespace
+
+template <class T>
+void fill_uniform(T* x, std::size_t count, std::uint64_t seed, double lo, double hi, cudaStream_t stream) {
+  const std::uint64_t key = mix(seed);
+  thrust::transform(thrust::cuda::par_nosync.on(stream), thrust::counting_iterator<std::size_t>(0),
+                    thrust::counting_iterator<std::size_t>(count), x, [=] __device__(std::size_t i) -> T {
+                      const double u = double(mix(key ^ mix(i)) >> 11) * 0x1.0p-53;  // [0, 1)
+                      return from_double<T>(lo + (hi - lo) * u);
+                    });
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+void fill_value(T* x, std::size_t count, double value, cudaStream_t stream) {
+  thrust::transform(thrust::cuda::par_nosync.on(stream), thrust::counting_iterator<std::size_t>(0),
+                    thrust::counting_iterator<std::size_t>(count), x,
+                    [=] __device__(std::size_t) -> T { return from_double<T>(value); });
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+double relative_error(const T* x, const T* ref, std::size_t count, cudaStream_t stream) {
+  const SquaredPair sums = thrust::transform_reduce(
+      thrust::cuda::par.on(stream), thrust::counting_iterator<std::size_t>(0),
+      thrust::counting_iterator<std::size_t>(count),
+      [=] __device__(std::size_t i) -> SquaredPair {
+        const double got = as_double(x[i]), want = as_double(ref[i]);
+        SquaredPair s;
+        if (!isfinite(got)) {
+          s.bad = 1;
+        } else {
+          s.diff2 = (got - want) * (got - want);
+          s.ref2 = want * want;
+        }
+        return s;
+      },
+      SquaredPair{}, [] __device__(SquaredPair a, SquaredPair b) -> SquaredPair {
+        return SquaredPair{a.diff2 + b.diff2, a.ref2 + b.ref2, a.bad + b.bad};
+      });
+  if (sums.bad > 0) return std::numeric_limits<double>::infinity();
+  return sums.ref2 > 0 ? std::sqrt(sums.diff2 / sums.ref2) : std::sqrt(sums.diff2);
+}
+
+template void fill_uniform(float*, std::size_t, std::uint64_t, double, double, cudaStream_t);
+template void fill_uniform(double*, std::size_t, std::uint64_t, double, double, cudaStream_t);
+template void fill_uniform(__half*, std::size_t, std::uint64_t, double, double, cudaStream_t);
+template void fill_value(float*, std::size_t, double, cudaStream_t);
+template void fill_value(double*, std::size_t, double, cudaStream_t);
+template double relative_error(const float*, const float*, std::size_t, cudaStream_t);
+template double relative_error(const double*, const double*, std::size_t, cudaStream_t);
+
+}  // namespace skinny::apps

@@ -1,0 +1,37 @@
+// Context: the stream work is launched on, the cuBLAS handle bound to it, and the device's properties.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+namespace skinny {
+
+/// Owns a cuBLAS handle (created on first use) bound to `stream`; does not own the stream.
+/// One Context per host thread: cuBLAS handles are not meant to be shared across threads.
+class Context {
+ public:
+  /// Binds to the current device and `stream` (the legacy default stream when null).
+  explicit Context(cudaStream_t stream = nullptr);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  cudaStream_t stream() const noexcept { return stream_; }
+  int device() const noexcept { return device_; }
+  const cudaDeviceProp& properties() const noexcept { return props_; }
+  /// The cuBLAS handle, created on first call, with its stream set to stream().
+  cublasHandle_t cublas();
+  /// Waits for all work queued on stream().
+  void synchronize() const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  int device_ = 0;
+  cudaDeviceProp props_{};
+  cublasHandle_t cublas_ = nullptr;
+};
+
+/// Number of CUDA devices visible, 0 when there is no driver or no device (never throws).
+int cuda_device_count() noexcept;
+
+}  // namespace skinny

@@ -1,0 +1,48 @@
+#include <skinny/gemm/context.hpp>
+#include <skinny/gemm/errors.hpp>
+
+#include <string>
+
+namespace skinny {
+
+namespace detail {
+void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line) {
+  throw CudaError(code, std::string("CUDA error ") + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) +
+                            ") in " + call + " at " + file + ":" + std::to_string(line));
+}
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  throw CublasError(status, std::string("cuBLAS error ") + cublasGetStatusName(status) + " (" +
+                                cublasGetStatusString(status) + ") in " + call + " at " + file + ":" +
+                                std::to_string(line));
+}
+}  // namespace detail
+
+Context::Context(cudaStream_t stream) : stream_(stream) {
+  SKINNY_CUDA_TRY(cudaGetDevice(&device_));
+  SKINNY_CUDA_TRY(cudaGetDeviceProperties(&props_, device_));
+}
+
+Context::~Context() {
+  if (cublas_) cublasDestroy(cublas_);
+}
+
+cublasHandle_t Context::cublas() {
+  if (!cublas_) {
+    SKINNY_CUBLAS_TRY(cublasCreate(&cublas_));
+    SKINNY_CUBLAS_TRY(cublasSetStream(cublas_, stream_));
+  }
+  return cublas_;
+}
+
+void Context::synchronize() const { SKINNY_CUDA_TRY(cudaStreamSynchronize(stream_)); }
+
+int cuda_device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error so later calls report their own
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace skinny

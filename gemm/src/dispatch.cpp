@@ -1,0 +1,107 @@
+// The public entry points: validate the arguments, normalise the layout of C once, pick the algorithm,
+// ask it whether it can run the problem, launch it.
+#include "problem.hpp"
+
+#include <skinny/gemm/gemm.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace skinny::gemm {
+namespace {
+
+using detail::Problem;
+
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<__half>() { return DType::f16; }
+
+template <class T>
+std::string describe(const char* name, const MatrixView<T>& v) {
+  return std::string(name) + " is " + std::to_string(v.rows) + "x" + std::to_string(v.cols) +
+         (v.layout == Layout::row_major ? " row-major" : " column-major");
+}
+
+template <class T>
+void check_view(const char* name, const MatrixView<T>& v) {
+  if (v.rows < 1 || v.cols < 1)
+    throw std::invalid_argument("gemm: " + describe(name, v) + ": rows and cols must be >= 1");
+  if (v.data == nullptr) throw std::invalid_argument("gemm: " + std::string(name) + ".data is null (" +
+                                                     describe(name, v) + ")");
+  const std::int64_t min_ld = v.layout == Layout::row_major ? v.cols : v.rows;
+  if (v.ld < min_ld)
+    throw std::invalid_argument("gemm: " + std::string(name) + ".ld = " + std::to_string(v.ld) + " is too small: " +
+                                describe(name, v) + " needs ld >= " + std::to_string(min_ld));
+}
+
+/// Validates and normalises: the returned problem has a row-major C.
+template <class TIn, class TOut>
+Problem make_problem(const Arguments<TIn, TOut>& args) {
+  check_view("A", args.a);
+  check_view("B", args.b);
+  check_view("C", args.c);
+  if (args.a.cols != args.b.rows || args.a.rows != args.c.rows || args.b.cols != args.c.cols)
+    throw std::invalid_argument("gemm: shape mismatch: " + describe("A", args.a) + ", " + describe("B", args.b) +
+                                ", " + describe("C", args.c) +
+                                " (need A.cols == B.rows, A.rows == C.rows, B.cols == C.cols)");
+  Problem p;
+  p.in_type = dtype_of<TIn>();
+  p.out_type = dtype_of<TOut>();
+  p.alpha = double(args.alpha);
+  p.beta = double(args.beta);
+  p.c = args.c.data;
+  p.ldc = args.c.ld;
+  // A column-major C is a row-major C^T = B^T A^T: swap the operands and flip their layouts.
+  const bool c_row = args.c.layout == Layout::row_major;
+  const MatrixView<const TIn> a = c_row ? args.a : args.b.transposed();
+  const MatrixView<const TIn> b = c_row ? args.b : args.a.transposed();
+  p.m = a.rows;
+  p.n = b.cols;
+  p.k = a.cols;
+  p.a = a.data;
+  p.lda = a.ld;
+  p.a_layout = a.layout;
+  p.b = b.data;
+  p.ldb = b.ld;
+  p.b_layout = b.layout;
+  return p;
+}
+
+Algo choose_for(const Context&, const Problem&) {
+  // cuBLAS is the fastest general GEMM on the GPUs we measure (bench/results/h100/); the ladder is
+  // there to be measured against it.
+  return Algo::cublas;
+}
+
+template <class TIn, class TOut>
+Support can_implement_impl(Algo algo, const Arguments<TIn, TOut>& args) {
+  const Problem p = make_problem(args);
+  if (algo == Algo::automatic) return Support::yes();  // cuBLAS takes every valid problem
+  return detail::find_algorithm(algo).can_implement(p);
+}
+
+template <class TIn, class TOut>
+void gemm_impl(Context& ctx, const Arguments<TIn, TOut>& args, Algo algo) {
+  const Problem p = make_problem(args);
+  const detail::Algorithm& entry = detail::find_algorithm(algo == Algo::automatic ? choose_for(ctx, p) : algo);
+  const Support support = entry.can_implement(p);
+  if (!support) throw std::invalid_argument("gemm: " + support.reason);
+  entry.launch(p, ctx);
+}
+
+}  // namespace
+
+Support can_implement(Algo algo, const Arguments<float>& args) { return can_implement_impl(algo, args); }
+Support can_implement(Algo algo, const Arguments<double>& args) { return can_implement_impl(algo, args); }
+Support can_implement(Algo algo, const Arguments<__half, float>& args) { return can_implement_impl(algo, args); }
+
+Algo choose(const Context& ctx, const Arguments<float>& args) { return choose_for(ctx, make_problem(args)); }
+Algo choose(const Context& ctx, const Arguments<double>& args) { return choose_for(ctx, make_problem(args)); }
+Algo choose(const Context& ctx, const Arguments<__half, float>& args) { return choose_for(ctx, make_problem(args)); }
+
+void gemm(Context& ctx, const Arguments<float>& args, Algo algo) { gemm_impl(ctx, args, algo); }
+void gemm(Context& ctx, const Arguments<double>& args, Algo algo) { gemm_impl(ctx, args, algo); }
+void gemm(Context& ctx, const Arguments<__half, float>& args, Algo algo) { gemm_impl(ctx, args, algo); }
+
+}  // namespace skinny::gemm

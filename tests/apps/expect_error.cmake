@@ -1,0 +1,22 @@
+# Runs a program that must refuse its input: non-zero exit, exactly one line on stderr matching
+# EXPECT (a regular expression), and no file at NO_FILE if given.
+#   cmake -DPROGRAM=... -DARGS="a;b" -DEXPECT=regex [-DNO_FILE=path] -P expect_error.cmake
+if(NO_FILE)
+  file(REMOVE "${NO_FILE}")
+endif()
+execute_process(COMMAND ${PROGRAM} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a non-zero exit, got 0; stderr: ${err}")
+endif()
+string(STRIP "${err}" stripped)
+string(FIND "${stripped}" "\n" newline)
+if(stripped STREQUAL "" OR NOT newline EQUAL -1)
+  message(FATAL_ERROR "expected exactly one line on stderr, got:\n${err}")
+endif()
+if(NOT stripped MATCHES "${EXPECT}")
+  message(FATAL_ERROR "stderr does not match '${EXPECT}':\n${err}")
+endif()
+if(NO_FILE AND EXISTS "${NO_FILE}")
+  message(FATAL_ERROR "${NO_FILE} was written although the program failed")
+endif()
+message(STATUS "exit ${rc}: ${stripped}")

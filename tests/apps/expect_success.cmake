@@ -1,0 +1,21 @@
+# Runs a GPU program end to end: exit 0 (or 77 = no CUDA device: prints SKIPPED, which CTest reports as skipped), stdout matching
+# EXPECT, and, if JSON is given, a file there containing JSON_EXPECT.
+execute_process(COMMAND ${PROGRAM} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 77)
+  # CTest marks the test skipped on this line (SKIP_REGULAR_EXPRESSION), never passed.
+  message("SKIPPED: ${err}")
+  return()
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "exit ${rc}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(NOT out MATCHES "${EXPECT}")
+  message(FATAL_ERROR "stdout does not match '${EXPECT}':\n${out}")
+endif()
+if(JSON)
+  file(READ "${JSON}" json)
+  if(NOT json MATCHES "${JSON_EXPECT}")
+    message(FATAL_ERROR "${JSON} does not match '${JSON_EXPECT}':\n${json}")
+  endif()
+endif()
+message(STATUS "${out}")
