@@ -125,7 +125,7 @@ void run_case(const Case& c) {
 
   DeviceBuffer<TIn> da(a), db(b);
   DeviceBuffer<TOut> dc(c0);
-  Context ctx;
+  Context& ctx = testing::shared_context();
   const Arguments<TIn, TOut> args{view_of<const TIn>(da.data(), as), view_of<const TIn>(db.data(), bs),
                                   view_of(dc.data(), cs), TOut(c.scalars.alpha), TOut(c.scalars.beta)};
   const Support support = can_implement(c.algo, args);
@@ -173,7 +173,7 @@ TEST_F(GemmApi, AutomaticRunsAndRefusalsThrowWithTheReason) {
   const auto ref = reference_gemm(HostMatrix{m, k, k, R}, a, HostMatrix{k, n, n, R}, b, HostMatrix{m, n, n, R}, c_ref,
                                   1.0, 0.0);
   DeviceBuffer<float> da(a), db(b), dc(c);
-  Context ctx;
+  Context& ctx = testing::shared_context();
   const Arguments<float> args{row_major<const float>(da.data(), m, k), row_major<const float>(db.data(), k, n),
                               row_major(dc.data(), m, n)};
   gemm(ctx, args);

@@ -14,6 +14,13 @@ class GpuTest : public ::testing::Test {
   }
 };
 
+/// One Context (and cuBLAS handle) for the whole test binary: creating a handle per test costs more
+/// than most of the GEMMs the tests run.
+inline Context& shared_context() {
+  static Context ctx;
+  return ctx;
+}
+
 template <class Param>
 class GpuTestWithParam : public GpuTest, public ::testing::WithParamInterface<Param> {};
 

@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(Tile* Tile)
 
 }  // namespace
 
-Support smem_tiled_can_implement(const Problem& p) { return ladder_support(p, "smem_tiled", ceil_div(p.n, kTile)); }
+Support smem_tiled_can_implement(const Problem& p) { return ladder_support(p, "smem", ceil_div(p.n, kTile)); }
 
 void smem_tiled_launch(const Problem& p, Context& ctx) {
   with_float_or_double(p, [&](auto zero) {

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(BM* BN / TM)
 }  // namespace
 
 Support blocktile_1d_can_implement(const Problem& p) {
-  return ladder_support(p, "blocktile_1d", ceil_div(p.n, kBN));
+  return ladder_support(p, "blocktile1d", ceil_div(p.n, kBN));
 }
 
 void blocktile_1d_launch(const Problem& p, Context& ctx) {

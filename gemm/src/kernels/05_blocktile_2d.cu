@@ -90,7 +90,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 }  // namespace
 
 Support blocktile_2d_can_implement(const Problem& p) {
-  return ladder_support(p, "blocktile_2d", ceil_div(p.n, kBN));
+  return ladder_support(p, "blocktile2d", ceil_div(p.n, kBN));
 }
 
 void blocktile_2d_launch(const Problem& p, Context& ctx) {
