@@ -4,7 +4,7 @@
 # configures a Release build for the local GPU, builds with every core, runs every test, runs
 # compute-sanitizer memcheck on the GPU tests, runs the benchmarks, writes logs and JSON to OUTDIR
 # and prints a short table last. Environment knobs (for quick iterations):
-#   SKINNY_STEPS="build test memcheck bench"   steps to run (default: all)
+#   SKINNY_STEPS="build test bench memcheck"   steps to run (default: all)
 #   SKINNY_BENCH_SIZES="1024,2048,4096,8192"   gemm-bench sizes
 #   SKINNY_MEMCHECK_FILTER="*"                  gtest filter for the memcheck run
 set -uo pipefail
@@ -12,7 +12,7 @@ out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
-steps=${SKINNY_STEPS:-"build test memcheck bench"}
+steps=${SKINNY_STEPS:-"build test bench memcheck"}
 sizes=${SKINNY_BENCH_SIZES:-1024,2048,4096,8192}
 build=build/gpu-check
 declare -A status
@@ -32,13 +32,6 @@ if has test; then
   grep -E "tests passed|tests failed|Skipped|\*\*\*Failed" "$out/ctest.log" | tail -15
 fi
 
-if has memcheck; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
-    --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*}" >"$out/memcheck.log" 2>&1
-  status[memcheck]=$?
-  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -5
-fi
-
 if has bench; then
   bench=0
   : >"$out/bench.txt"
@@ -50,11 +43,18 @@ if has bench; then
   cat "$out/bench.txt"
 fi
 
+if has memcheck; then
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
+    --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*}" >"$out/memcheck.log" 2>&1
+  status[memcheck]=$?
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -5
+fi
+
 echo
 echo "== gpu-check on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 printf '%-10s %s\n' step result
 failed=0
-for s in build test memcheck bench; do
+for s in build test bench memcheck; do
   [ -n "${status[$s]+x}" ] || continue
   if [ "${status[$s]}" -eq 0 ]; then r=ok; else r="FAILED (exit ${status[$s]})"; failed=1; fi
   printf '%-10s %s\n' "$s" "$r"
