@@ -40,10 +40,12 @@ struct Row {
 void setup_gemm_bench(CLI::App& app, GemmBenchOptions& o) {
   std::vector<std::string> names;
   for (const auto& info : gemm::algorithms()) names.emplace_back(info.name);
-  app.add_option("--sizes", o.sizes, "Square sizes m = n = k")
+  app.add_option("--sizes", o.sizes, "Square sizes m = n = k (comma-separated)")
+      ->delimiter(',')
       ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 20))
       ->capture_default_str();
-  app.add_option("--algo", o.algos, "Algorithms to run (default: all; cuBLAS always runs as the baseline)")
+  app.add_option("--algo", o.algos, "Algorithms to run, comma-separated (default: all; cuBLAS always runs as the baseline)")
+      ->delimiter(',')
       ->check(CLI::IsMember(names));
   add_common_options(app, o.common, {"float", "double", "half"});
 }
