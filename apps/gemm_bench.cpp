@@ -3,6 +3,7 @@
 #include "common/app_main.hpp"
 #include "common/device_data.hpp"
 #include "common/json_writer.hpp"
+#include "common/checked_run.hpp"
 #include "common/timing.hpp"
 
 #include <skinny/gemm/device_buffer.hpp>
@@ -29,11 +30,7 @@ struct GemmBenchOptions {
 struct Row {
   std::string algo;
   std::int64_t size = 0;
-  bool supported = true;
-  std::string reason;  ///< why not supported, or why the check failed
-  bool check_passed = true;
-  double relative_error = 0;
-  Timing timing;
+  CheckedRun run;
   double gflops = 0;
 };
 
@@ -92,29 +89,9 @@ std::vector<Row> bench_precision(const GemmBenchOptions& o, double unit_roundoff
       Row row;
       row.algo = std::string(gemm::to_string(algo));
       row.size = s;
-      const auto args = args_for(c.data());
-      const gemm::Support support = gemm::can_implement(algo, args);
-      if (!support) {
-        row.supported = false;
-        row.reason = support.reason;
-        rows.push_back(row);
-        continue;
-      }
-      // Poisoned output, one checked run (it doubles as the first warm-up), then the timed runs.
-      fill_value(c.data(), count, std::nan(""), stream);
-      gemm::gemm(ctx, args, algo);
-      row.relative_error = relative_error(c.data(), c_ref.data(), count, stream);
-      const double bound = 2 * gemm::error_bound(s, unit_roundoff);
-      row.check_passed = row.relative_error <= bound;
-      if (!row.check_passed) {
-        char msg[160];
-        std::snprintf(msg, sizeof msg, "relative error %.3g against cuBLAS exceeds %.3g", row.relative_error, bound);
-        row.reason = msg;
-        rows.push_back(row);
-        continue;
-      }
-      row.timing = time_on_stream(stream, [&] { gemm::gemm(ctx, args, algo); }, /*warmup=*/1);
-      row.gflops = 2.0 * double(s) * double(s) * double(s) / (row.timing.median_ms * 1e6);
+      row.run = checked_run(ctx, args_for(c.data()), algo, c_ref.data(), count, s, unit_roundoff);
+      if (row.run.supported && row.run.check_passed)
+        row.gflops = 2.0 * double(s) * double(s) * double(s) / (row.run.timing.median_ms * 1e6);
       rows.push_back(row);
     }
   }
@@ -139,9 +116,9 @@ void print_table(const GemmBenchOptions& o, const std::vector<Row>& rows, const 
     for (const auto& r : rows) {
       if (r.algo != name) continue;
       char cell[64];
-      if (!r.supported)
+      if (!r.run.supported)
         std::snprintf(cell, sizeof cell, "n/a");
-      else if (!r.check_passed)
+      else if (!r.run.check_passed)
         std::snprintf(cell, sizeof cell, "WRONG");
       else
         std::snprintf(cell, sizeof cell, "%9.0f (%5.1f%%)", r.gflops, 100.0 * r.gflops / cublas[r.size]);
@@ -150,8 +127,8 @@ void print_table(const GemmBenchOptions& o, const std::vector<Row>& rows, const 
     std::printf("\n");
   }
   for (const auto& r : rows)
-    if (!r.reason.empty() && r.size == o.sizes.front())
-      std::printf("  %s: %s\n", r.algo.c_str(), r.reason.c_str());
+    if (!r.run.reason.empty() && r.size == o.sizes.front())
+      std::printf("  %s: %s\n", r.algo.c_str(), r.run.reason.c_str());
 }
 
 std::string to_json(const GemmBenchOptions& o, const std::vector<Row>& rows, const std::string& math) {
@@ -169,15 +146,15 @@ std::string to_json(const GemmBenchOptions& o, const std::vector<Row>& rows, con
         .field("m", r.size)
         .field("n", r.size)
         .field("k", r.size)
-        .field("supported", r.supported)
-        .field("check_passed", r.check_passed)
-        .field("relative_error_vs_cublas", r.relative_error)
-        .field("reason", r.reason);
-    if (r.supported && r.check_passed)
-      json.field("median_ms", r.timing.median_ms)
-          .field("min_ms", r.timing.min_ms)
-          .field("max_ms", r.timing.max_ms)
-          .field("repetitions", r.timing.repetitions)
+        .field("supported", r.run.supported)
+        .field("check_passed", r.run.check_passed)
+        .field("relative_error_vs_cublas", r.run.relative_error)
+        .field("reason", r.run.reason);
+    if (r.run.supported && r.run.check_passed)
+      json.field("median_ms", r.run.timing.median_ms)
+          .field("min_ms", r.run.timing.min_ms)
+          .field("max_ms", r.run.timing.max_ms)
+          .field("repetitions", r.run.timing.repetitions)
           .field("gflops", r.gflops)
           .field("percent_of_cublas", 100.0 * r.gflops / cublas[r.size]);
     json.end_object();
@@ -202,8 +179,8 @@ int run_gemm_bench(const GemmBenchOptions& o) {
   print_table(o, rows, math);
   if (!o.common.json.empty()) write_file_atomically(o.common.json, to_json(o, rows, math));
   for (const auto& r : rows)
-    if (!r.check_passed) {
-      std::cerr << "gemm-bench: error: " << r.algo << " at size " << r.size << ": " << r.reason << "\n";
+    if (!r.run.check_passed) {
+      std::cerr << "gemm-bench: error: " << r.algo << " at size " << r.size << ": " << r.run.reason << "\n";
       return 1;
     }
   return 0;

@@ -24,6 +24,21 @@ Context::Context(cudaStream_t stream) : stream_(stream) {
 
 Context::~Context() {
   if (cublas_) cublasDestroy(cublas_);
+  if (workspace_) cudaFree(workspace_);
+}
+
+void* Context::workspace(std::size_t bytes) {
+  if (bytes > workspace_bytes_) {
+    if (workspace_) {
+      SKINNY_CUDA_TRY(cudaStreamSynchronize(stream_));  // work queued earlier may still use it
+      SKINNY_CUDA_TRY(cudaFree(workspace_));
+      workspace_ = nullptr;
+      workspace_bytes_ = 0;
+    }
+    SKINNY_CUDA_TRY(cudaMalloc(&workspace_, bytes));
+    workspace_bytes_ = bytes;
+  }
+  return workspace_;
 }
 
 cublasHandle_t Context::cublas() {

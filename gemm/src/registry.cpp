@@ -28,6 +28,12 @@ const Algorithm kRegistry[] = {
      vectorized_can_implement, vectorized_launch},
     {"wmma", Algo::wmma, "07: WMMA 16x16x16 tensor cores, f16 in, f32 accumulate and out", wmma_can_implement,
      wmma_launch},
+    {"tsm2_v0", Algo::tsm2_v0, "TSM2 V0: thread per row, inner products", tsm2_v0_can_implement, tsm2_v0_launch},
+    {"tsm2_v1", Algo::tsm2_v1, "TSM2 V1: outer products", tsm2_v1_can_implement, tsm2_v1_launch},
+    {"tsm2_v2", Algo::tsm2_v2, "TSM2 V2: V1 + B tiles in shared memory", tsm2_v2_can_implement, tsm2_v2_launch},
+    {"tsm2_v3", Algo::tsm2_v3, "TSM2 V3: V2 + prefetching of A and B", tsm2_v3_can_implement, tsm2_v3_launch},
+    {"tsm2", Algo::tsm2, "TSM2 for the H100: wide loads, split inner dimension, model-chosen parameters",
+     tsm2_can_implement, tsm2_launch},
 };
 
 }  // namespace

@@ -41,6 +41,12 @@ struct Case {
 const Shape kShapes[] = {{1, 1, 1},       {1, 1027, 17},    {7, 17, 1},      {17, 7, 129},
                          {127, 128, 129}, {128, 129, 127}, {129, 127, 1000}, {1000, 7, 1027},
                          {1027, 1000, 33}, {256, 256, 256}};
+// TSM2's shapes: the paper's A is n x m (rows x inner), B m x k with k skinny. Rows and inner from
+// {1, 7, 1000, 10243}, k from {1, 3, 16, 17, 64}; few rows over a long inner dimension take the split
+// path, many rows over a short one do not. A column-major C puts the skinny side in m.
+const Shape kTsm2Shapes[] = {{1, 1, 1},        {7, 3, 1},         {1, 16, 10243},   {7, 17, 10243},
+                             {1000, 64, 7},    {1000, 16, 1000},  {10243, 3, 7},    {10243, 1, 1000},
+                             {1000, 17, 10243}, {1000, 64, 10243}, {10243, 64, 17},  {10243, 16, 1000}};
 constexpr Layout R = Layout::row_major, C = Layout::col_major;
 // Each operand in each layout, packed and padded.
 const Layouts kLayouts[] = {{R, R, R, 0}, {R, R, R, 3}, {C, R, R, 0}, {R, C, C, 3},
@@ -85,14 +91,22 @@ bool supports(Algo algo, DType type) {
   return false;
 }
 
+bool is_tsm2(Algo a) {
+  return a == Algo::tsm2_v0 || a == Algo::tsm2_v1 || a == Algo::tsm2_v2 || a == Algo::tsm2_v3 || a == Algo::tsm2;
+}
+
+// The algorithm varies fastest, so consecutive cases share inputs and one cached reference.
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const auto& info : algorithms())
-    for (DType type : {DType::f32, DType::f64, DType::f16})
-      if (supports(info.algo, type))
-        for (const auto& shape : kShapes)
-          for (const auto& layouts : kLayouts)
-            for (const auto& scalars : kScalars) cases.push_back({info.algo, type, shape, layouts, scalars});
+  for (const bool tsm2_shapes : {false, true})
+    for (const auto& shape : tsm2_shapes ? std::vector<Shape>(std::begin(kTsm2Shapes), std::end(kTsm2Shapes))
+                                         : std::vector<Shape>(std::begin(kShapes), std::end(kShapes)))
+      for (const auto& layouts : kLayouts)
+        for (const auto& scalars : kScalars)
+          for (DType type : {DType::f32, DType::f64, DType::f16})
+            for (const auto& info : algorithms())
+              if (is_tsm2(info.algo) == tsm2_shapes && supports(info.algo, type))
+                cases.push_back({info.algo, type, shape, layouts, scalars});
   return cases;
 }
 
@@ -120,8 +134,17 @@ void run_case(const Case& c) {
     for (std::int64_t j = 0; j < n; ++j)
       c0[cs.offset(i, j)] = c.scalars.beta == 0 ? std::numeric_limits<TOut>::quiet_NaN() : c_data[cs.offset(i, j)];
 
-  std::vector<TOut> c_expected = c0;
-  const auto reference = reference_gemm(as, a, bs, b, cs, c_expected, c.scalars.alpha, c.scalars.beta);
+  // The reference depends on everything but the algorithm: keep the last one.
+  static std::string cached_key;
+  static std::vector<double> reference;
+  Case key_case = c;
+  key_case.algo = Algo::cublas;
+  const std::string key = case_name(key_case);
+  if (key != cached_key) {
+    std::vector<TOut> c_expected = c0;
+    reference = reference_gemm(as, a, bs, b, cs, c_expected, c.scalars.alpha, c.scalars.beta);
+    cached_key = key;
+  }
 
   DeviceBuffer<TIn> da(a), db(b);
   DeviceBuffer<TOut> dc(c0);

@@ -4,6 +4,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 namespace skinny {
 
 /// Owns a cuBLAS handle (created on first use) bound to `stream`; does not own the stream.
@@ -21,6 +23,9 @@ class Context {
   const cudaDeviceProp& properties() const noexcept { return props_; }
   /// The cuBLAS handle, created on first call, with its stream set to stream().
   cublasHandle_t cublas();
+  /// Device scratch memory of at least `bytes`, owned by this Context (split-K partial sums, tuning
+  /// trials). Valid until a later call asks for more: growing first waits for the stream.
+  void* workspace(std::size_t bytes);
   /// Waits for all work queued on stream().
   void synchronize() const;
 
@@ -29,6 +34,8 @@ class Context {
   int device_ = 0;
   cudaDeviceProp props_{};
   cublasHandle_t cublas_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
 };
 
 /// Number of CUDA devices visible, 0 when there is no driver or no device (never throws).

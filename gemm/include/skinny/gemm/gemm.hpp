@@ -69,6 +69,12 @@ enum class Algo {
   blocktile_2d,  ///< 05: 128x128x8 tiles, 8x8 results per thread
   vectorized,    ///< 06: 05 with 16-byte loads, transposed As and register prefetch
   wmma,          ///< 07: tensor cores through WMMA 16x16x16, f16 inputs, f32 accumulate/output
+  tsm2_v0,       ///< TSM2 paper V0: one thread per row of the tall matrix, inner products
+  tsm2_v1,       ///< TSM2 paper V1: outer products (each element of A read once per pass)
+  tsm2_v2,       ///< TSM2 paper V2: V1 + tiles of B in shared memory (column-major, conflict-free)
+  tsm2_v3,       ///< TSM2 paper V3: V2 + prefetching of A and B (the paper's Alg. 4)
+  tsm2,          ///< TSM2 for the H100: V3's ideas + wide loads, several rows per thread, split inner
+                 ///< dimension with a deterministic reduction, parameters from the model
 };
 
 /// Every registered algorithm, in registry order (Algo::automatic is not one of them).
