@@ -4,15 +4,17 @@
 # configures a Release build for the local GPU, builds with every core, runs every test, runs
 # compute-sanitizer memcheck on the GPU tests, runs the benchmarks, writes logs and JSON to OUTDIR
 # and prints a short table last. Environment knobs (for quick iterations):
-#   SKINNY_STEPS="build test bench memcheck"   steps to run (default: all)
+#   SKINNY_STEPS="build test bench memcheck racecheck"   steps to run (default: all)
 #   SKINNY_BENCH_SIZES="1024,2048,4096,8192"   gemm-bench sizes
+#   SKINNY_TSM2_ARGS=""                         extra tsm2-bench arguments (e.g. --no-ablation)
 #   SKINNY_MEMCHECK_FILTER="*"                  gtest filter for the memcheck run
+#   SKINNY_RACECHECK_FILTER="*tsm2*"            gtest filter for the racecheck run (shared-memory kernels)
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
-steps=${SKINNY_STEPS:-"build test bench memcheck"}
+steps=${SKINNY_STEPS:-"build test bench memcheck racecheck"}
 sizes=${SKINNY_BENCH_SIZES:-1024,2048,4096,8192}
 build=build/gpu-check
 declare -A status
@@ -39,22 +41,33 @@ if has bench; then
     "$build/apps/gemm-bench" --precision "$precision" --sizes "$sizes" --json "$out/gemm_$precision.json" \
       >>"$out/bench.txt" 2>&1 || bench=1
   done
+  # shellcheck disable=SC2086
+  "$build/apps/tsm2-bench" --json "$out/tsm2.json" ${SKINNY_TSM2_ARGS:-} >>"$out/bench.txt" 2>&1 || bench=1
   status[bench]=$bench
   cat "$out/bench.txt"
 fi
 
 if has memcheck; then
+  echo "== memcheck" >"$out/sanitizer.log"
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
-    --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*}" >"$out/memcheck.log" 2>&1
+    --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*}" >>"$out/sanitizer.log" 2>&1
   status[memcheck]=$?
-  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/memcheck.log" | tail -5
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -3
+fi
+
+if has racecheck; then
+  echo "== racecheck" >>"$out/sanitizer.log"
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
+    --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*}" >>"$out/sanitizer.log" 2>&1
+  status[racecheck]=$?
+  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -3
 fi
 
 echo
 echo "== gpu-check on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 printf '%-10s %s\n' step result
 failed=0
-for s in build test bench memcheck; do
+for s in build test bench memcheck racecheck; do
   [ -n "${status[$s]+x}" ] || continue
   if [ "${status[$s]}" -eq 0 ]; then r=ok; else r="FAILED (exit ${status[$s]})"; failed=1; fi
   printf '%-10s %s\n' "$s" "$r"

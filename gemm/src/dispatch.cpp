@@ -1,6 +1,7 @@
 // The public entry points: validate the arguments, normalise the layout of C once, pick the algorithm,
 // ask it whether it can run the problem, launch it.
 #include "problem.hpp"
+#include "tsm2/tall_skinny.hpp"
 
 #include <skinny/gemm/gemm.hpp>
 
@@ -77,7 +78,7 @@ Algo choose_for(const Context&, const Problem&) {
 template <class TIn, class TOut>
 Support can_implement_impl(Algo algo, const Arguments<TIn, TOut>& args) {
   const Problem p = make_problem(args);
-  if (algo == Algo::automatic) return Support::yes();  // cuBLAS takes every valid problem
+  if (algo == Algo::automatic) return Support::yes();  // TSM2 or cuBLAS: one of them takes every valid problem
   return detail::find_algorithm(algo).can_implement(p);
 }
 

@@ -210,5 +210,20 @@ TEST_F(GemmApi, AutomaticRunsAndRefusalsThrowWithTheReason) {
   }
 }
 
+TEST_F(GemmApi, AutomaticPicksTsm2ForTallSkinnyAndCublasOtherwise) {
+  static float f[1];
+  Context& ctx = testing::shared_context();
+  const auto args = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    return Arguments<float>{row_major<const float>(f, m, k), row_major<const float>(f, k, n), row_major(f, m, n)};
+  };
+  EXPECT_EQ(choose(ctx, args(262144, 16, 4096)), Algo::tsm2);  // K-means: points x centroids
+  EXPECT_EQ(choose(ctx, args(4, 10240, 10240)), Algo::tsm2);   // skinny side in m
+  EXPECT_EQ(choose(ctx, args(4096, 4096, 4096)), Algo::cublas);
+  EXPECT_EQ(choose(ctx, args(4096, 512, 4096)), Algo::cublas);
+  const Arguments<__half, float> half{row_major<const __half>(nullptr, 1, 1), row_major<const __half>(nullptr, 1, 1),
+                                      row_major(f, 1, 1)};
+  EXPECT_THROW(choose(ctx, half), std::invalid_argument);  // null data: validated before choosing
+}
+
 }  // namespace
 }  // namespace skinny::gemm
