@@ -69,9 +69,14 @@ Problem make_problem(const Arguments<TIn, TOut>& args) {
   return p;
 }
 
-Algo choose_for(const Context&, const Problem&) {
-  // cuBLAS is the fastest general GEMM on the GPUs we measure (bench/results/h100/); the ladder is
-  // there to be measured against it.
+/// Widest skinny side for which Algo::automatic picks TSM2: the range where tsm2-bench measured it
+/// ahead of cuBLAS on the H100 (bench/results/h100/).
+constexpr std::int64_t kAutoTsm2MaxSkinny = 16;
+
+Algo choose_for(const Context&, const Problem& p) {
+  // Tall-and-skinny float/double: TSM2 reads the tall matrix once at the bandwidth limit. Everything
+  // else: cuBLAS is the fastest general GEMM we measure; the ladder is there to be measured against it.
+  if (detail::skinny_side(p) <= kAutoTsm2MaxSkinny && detail::tsm2_support(p, "tsm2")) return Algo::tsm2;
   return Algo::cublas;
 }
 

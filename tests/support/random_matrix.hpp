@@ -4,21 +4,25 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <random>
+#include <type_traits>
 #include <vector>
 
 namespace skinny::testing {
 
 /// `count` values with |x| in [0.25, 1] and a random sign: never zero, so unwritten or mis-indexed
-/// results cannot hide behind zeros.
+/// results cannot hide behind zeros. Element i is a hash of (seed, i) (splitmix64): cheap enough for
+/// the 10^7-element operands of the tall-skinny tests.
 template <class T>
 std::vector<T> random_nonzero(std::size_t count, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> mag(0.25, 1.0);
-  std::bernoulli_distribution negative(0.5);
   std::vector<T> v(count);
+  std::uint64_t state = 0x9E3779B97F4A7C15ull * (std::uint64_t(seed) + 1);
   for (auto& x : v) {
-    const double value = negative(rng) ? -mag(rng) : mag(rng);
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const double magnitude = 0.25 + 0.75 * double(z >> 11) * 0x1.0p-53;
+    const double value = (z & 1) ? -magnitude : magnitude;
     if constexpr (std::is_same_v<T, __half>)
       x = __double2half(value);
     else

@@ -75,7 +75,9 @@ struct Estimate {
 Estimate estimate(const GpuSpec& gpu, const ModelConstants& constants, Precision precision, const Params& params,
                   std::int64_t n, std::int64_t k);
 
-/// The t2 at which the inner loop turns from memory- to compute-bound (r = 1).
+/// The t2 at which the inner loop turns from memory- to compute-bound (r = 1): bytes * peak / bandwidth.
+/// This is the paper's convention (an FMA weighed as one operation against a peak that counts it as
+/// two), kept so that its thresholds (~40 K40c, ~6 M40, ~50 P100, double) are reproduced.
 double t2_threshold(const GpuSpec& gpu, Precision precision);
 
 /// Whether the whole problem (t2 = k) is compute-bound on this GPU: k > t2_threshold.
@@ -84,7 +86,9 @@ bool is_compute_bound(const GpuSpec& gpu, Precision precision, std::int64_t k);
 /// Alg. 5: t2 and t3 minimising the predicted time (memory-bound problems: the memory time with
 /// t2 <= k; compute-bound ones: the better of the compute-optimised and memory-optimised choices),
 /// searched over the integers t2 in [1, k] and t3 in [1, max_t3] under the register limit. t1 is kept
-/// as given: the paper chooses it by a short trial on the device.
+/// as given: the paper chooses it by a short trial on the device. Ties go to the shorter predicted
+/// time, then the smaller t3, then the larger t2. Throws std::invalid_argument on n, k, t1 or max_t3
+/// below 1, or when no choice fits the register limit with at least one resident block.
 Params choose_t2_t3(const GpuSpec& gpu, const ModelConstants& constants, Precision precision, std::int64_t n,
                     std::int64_t k, int t1 = 128, int max_t3 = 16);
 
