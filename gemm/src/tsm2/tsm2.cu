@@ -1,0 +1,806 @@
+// TSM2 for the H100: C (rows x cols) = alpha * A (rows x inner) * B (inner x cols) + beta * C, cols <= 64,
+// at the memory-bandwidth limit (the floor is one read of A).
+//
+// Beyond the paper (3.2-3.5):
+//  * A is streamed by cp.async into a per-thread ring of shared-memory stages, so the bytes in flight
+//    cost no registers: every thread keeps (stages - 1) x 8 (column-major) or (stages - 1) x R
+//    (row-major) 16-byte loads outstanding while it computes. Each thread reads back only what it
+//    copied, so the ring needs no barriers.
+//  * Column-major A (the paper's): a thread owns 4 (float) / 2 (double) consecutive rows and reads
+//    them with one 16-byte copy per column; a warp covers 512 contiguous bytes of a column. The t2
+//    columns of B for a chunk of the inner dimension sit in shared memory row by row, read as
+//    broadcast 16-byte loads; t2 x rows-per-thread accumulators stay in registers.
+//  * Row-major A (K-means data): a group of 8 lanes reads 8 x 16 contiguous bytes of each of R rows,
+//    a warp 4 groups; B^T (t2 x chunk) in shared memory gives each lane the B values of its own 4/2
+//    inner positions (8 distinct 16-byte words per warp: conflict-free, broadcast), shared by the R
+//    rows; the 8 lanes' partial sums are combined by shuffles once at the end.
+//  * When the rows alone cannot fill the GPU the inner dimension is split across blocks (grid y);
+//    each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
+//    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
+//    with programmatic dependent launch where available to hide its launch latency.
+//  * Passes over columns (cols > t2) are neighbouring blocks (pass is the fastest grid index), so the
+//    second read of a stripe of A mostly hits L2.
+//  * t1 is picked per (device, type, layout, vector path, shape) by a short timed trial on the first
+//    call (the paper's Alg. 5), writing only to the workspace; SKINNY_TSM2_NO_TRIAL=1 disables it.
+//
+// B chunks are double buffered in shared memory and filled by cp.async in the same commit group as an
+// A stage, so one barrier per chunk suffices.
+#include "../kernels/common.cuh"
+#include "../kernels/launchers.hpp"
+#include "tall_skinny.hpp"
+#include "tsm2_plan.hpp"
+
+#include <skinny/gemm/tsm2_model.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace skinny::gemm::detail {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------
+// Device helpers.
+
+template <class T, int N>
+struct VecOf;
+template <> struct VecOf<float, 1> { using type = float; };
+template <> struct VecOf<float, 4> { using type = float4; };
+template <> struct VecOf<double, 1> { using type = double; };
+template <> struct VecOf<double, 2> { using type = double2; };
+
+/// Element e of a vector register (e is a compile-time constant after unrolling).
+template <class T, class V>
+__device__ __forceinline__ T elem(const V& v, int e) {
+  return reinterpret_cast<const T*>(&v)[e];
+}
+
+/// Asynchronous copy of BYTES from global to shared memory; the bytes past src_bytes are zero-filled
+/// (src_bytes == 0 reads nothing).
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* dst, const void* src, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(src), "n"(BYTES), "r"(src_bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <class T>
+struct Args {
+  const T* a;
+  std::int64_t lda;
+  const T* b;
+  std::int64_t b_rs, b_cs;
+  T* c;
+  std::int64_t c_rs, c_cs;
+  T* ws;  ///< partial sums [split][rows][cols] (split > 1 only)
+  std::int64_t rows, inner, cols;
+  std::int64_t chunk;  ///< inner elements per split
+  int passes, split;
+  T alpha, beta;
+};
+
+template <class T>
+__device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::int64_t j, T acc) {
+  T* out = g.c + i * g.c_rs + j * g.c_cs;
+  *out = g.beta == T(0) ? g.alpha * acc : g.alpha * acc + g.beta * *out;
+}
+
+/// Queues the copy of the chunk of B starting at inner index p0 into a shared tile, zero outside
+/// inner x cols: tile[pp * T2 + j] (column-major kernel) or tile[j * LDT + pp] (row-major kernel,
+/// B^T). Consecutive threads take consecutive addresses of B (along j when B is row-major).
+template <class T, int KC, int T2, bool kTransposed, int LDT>
+__device__ __forceinline__ void fill_b(T* tile, const Args<T>& g, std::int64_t p0, std::int64_t p_end,
+                                       std::int64_t j0, int tid, int nthreads) {
+  const bool j_fast = g.b_cs == 1;
+  for (int idx = tid; idx < KC * T2; idx += nthreads) {
+    const int pp = j_fast ? idx / T2 : idx % KC;
+    const int j = j_fast ? idx % T2 : idx / KC;
+    const std::int64_t p = p0 + pp, jc = j0 + j;
+    const bool ok = p < p_end && jc < g.cols;
+    const T* src = ok ? g.b + p * g.b_rs + jc * g.b_cs : g.b;
+    T* dst = kTransposed ? tile + j * LDT + pp : tile + pp * T2 + j;
+    cp_async<sizeof(T)>(dst, src, ok ? int(sizeof(T)) : 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Column-major A.
+
+template <class T, int VEC, int T2>
+struct CmCfg {
+  using V = typename VecOf<T, VEC>::type;
+  static constexpr int G = 8;          ///< columns of A per stage (one 16-byte copy each)
+  static constexpr int S = 4;          ///< stages in the ring (S - 1 in flight while one is used)
+  static constexpr int KC = 64;        ///< inner elements per B chunk
+  static constexpr int SPC = KC / G;   ///< stages per chunk (a power of two, >= S - 1)
+  static constexpr int BV = 16 / int(sizeof(T));  ///< B elements per broadcast load
+  static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
+  static_assert(T2 % BV == 0, "B rows are read in 16-byte words");
+  static std::size_t smem(int t1) { return sizeof(V) * S * G * t1 + sizeof(T) * 2 * KC * T2; }
+  static int rows_per_block(int t1) { return t1 * VEC; }
+  static int loads_in_flight() { return (S - 1) * G; }
+  static int bytes_in_flight_per_thread() { return (S - 1) * G * int(sizeof(V)); }
+};
+
+template <class T, int VEC, int T2>
+__global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
+  using Cfg = CmCfg<T, VEC, T2>;
+  using V = typename Cfg::V;
+  using BVec = typename VecOf<T, Cfg::BV>::type;
+  constexpr int G = Cfg::G, S = Cfg::S, KC = Cfg::KC, SPC = Cfg::SPC, BV = Cfg::BV;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int t1 = blockDim.x, tid = threadIdx.x;
+  V* as = reinterpret_cast<V*>(smem);                               // [S][G][t1]
+  T* bs = reinterpret_cast<T*>(smem + sizeof(V) * S * G * t1);      // [2][KC][T2]
+
+  const int pass = static_cast<int>(blockIdx.x % static_cast<unsigned>(g.passes));
+  const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
+  const std::int64_t r0 = (rg * t1 + tid) * VEC;
+  const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
+  const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
+  const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
+  const std::int64_t nrem = g.rows - r0;
+  const int nvalid = nrem <= 0 ? 0 : (nrem >= VEC ? VEC : static_cast<int>(nrem));
+  const int row_bytes = nvalid * static_cast<int>(sizeof(T));
+  const T* a_col = g.a + (nvalid > 0 ? r0 : 0);  // A(r0, p) = a_col[p * lda]
+  const std::int64_t lda = g.lda;
+
+  // Queues stage `step` (columns p_begin + step*G ..) into ring slot `slot`. Threads past the last row
+  // copy nothing (their accumulators are never stored).
+  auto issue = [&](std::int64_t step, int slot) {
+    if (step >= nsteps || nvalid == 0) return;
+    const std::int64_t p = p_begin + step * G;
+    const T* src = a_col + p * lda;
+    V* dst = as + slot * G * t1 + tid;
+    if (p + G <= p_end) {
+#pragma unroll
+      for (int i = 0; i < G; ++i) cp_async<sizeof(V)>(dst + i * t1, src + i * lda, row_bytes);
+    } else {
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        const bool ok = p + i < p_end;
+        cp_async<sizeof(V)>(dst + i * t1, ok ? src + i * lda : g.a, ok ? row_bytes : 0);
+      }
+    }
+  };
+
+  T acc[VEC][T2];
+#pragma unroll
+  for (int v = 0; v < VEC; ++v)
+#pragma unroll
+    for (int j = 0; j < T2; ++j) acc[v][j] = T(0);
+
+  // Prologue: chunk 0 of B with stage 0, then stages 1 .. S-2.
+  fill_b<T, KC, T2, false, 0>(bs, g, p_begin, p_end, j0, tid, t1);
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    issue(s, s);
+    cp_async_commit();
+  }
+
+  int slot = 0, islot = S - 1;
+  for (std::int64_t step = 0; step < nsteps; ++step) {
+    cp_async_wait<S - 2>();  // this thread's stage `step` (and the B chunk queued with it) has landed
+    const int kstep = static_cast<int>(step & (SPC - 1));
+    const std::int64_t chunk = step / SPC;
+    if (kstep == 0) {
+      // Everyone's copies of this chunk's B are visible, and everyone is done with the other buffer.
+      __syncthreads();
+      const std::int64_t pn = p_begin + (chunk + 1) * KC;
+      if (pn < p_end) fill_b<T, KC, T2, false, 0>(bs + ((chunk + 1) & 1) * KC * T2, g, pn, p_end, j0, tid, t1);
+    }
+    issue(step + S - 1, islot);
+    cp_async_commit();
+    islot = islot + 1 == S ? 0 : islot + 1;
+
+    const V* a_s = as + slot * G * t1 + tid;
+    const T* b_s = bs + (chunk & 1) * KC * T2 + kstep * G * T2;
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const V av = a_s[i * t1];
+      const BVec* brow = reinterpret_cast<const BVec*>(b_s + i * T2);
+#pragma unroll
+      for (int jb = 0; jb < T2 / BV; ++jb) {
+        const BVec bv = brow[jb];
+#pragma unroll
+        for (int e = 0; e < BV; ++e)
+#pragma unroll
+          for (int v = 0; v < VEC; ++v)
+            acc[v][jb * BV + e] = fma(elem<T>(av, v), elem<T>(bv, e), acc[v][jb * BV + e]);
+      }
+    }
+    slot = slot + 1 == S ? 0 : slot + 1;
+  }
+  cp_async_wait<0>();
+
+  if (nvalid == 0) return;
+  if (g.split == 1) {
+#pragma unroll
+    for (int v = 0; v < VEC; ++v)
+      if (v < nvalid)
+#pragma unroll
+        for (int j = 0; j < T2; ++j)
+          if (j0 + j < g.cols) store_c(g, r0 + v, j0 + j, acc[v][j]);
+  } else {
+    T* w = g.ws + (static_cast<std::int64_t>(blockIdx.y) * g.rows + r0) * g.cols + j0;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v)
+      if (v < nvalid)
+#pragma unroll
+        for (int j = 0; j < T2; ++j)
+          if (j0 + j < g.cols) w[v * g.cols + j] = acc[v][j];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Row-major A.
+
+template <class T, int VEC, int T2>
+struct RmCfg {
+  using V = typename VecOf<T, VEC>::type;
+  static constexpr int LG = 8;                   ///< lanes sharing a row (8 x 16 bytes = a 128-byte line)
+  static constexpr int STEP = LG * VEC;          ///< inner elements a lane group covers per stage
+  static constexpr int S = 3;                    ///< stages in the ring
+  static constexpr int SPC = 4;                  ///< stages per B chunk
+  static constexpr int KC = SPC * STEP;          ///< inner elements per B chunk
+  static constexpr int LDT = KC + 16 / int(sizeof(T));  ///< padded row of the B^T tile (16-byte aligned)
+  /// Rows per lane group: accumulators R x T2 within 128 32-bit registers (64 at t2 = 32, where the
+  /// B words of a stage need more), at most 8.
+  static constexpr int R_raw = (T2 >= 32 ? 64 : 128) / (T2 * int(sizeof(T)) / 4);
+  static constexpr int R = R_raw > 8 ? 8 : (R_raw < 1 ? 1 : R_raw);
+  static_assert(SPC >= S - 1, "a chunk's B must arrive within S - 1 stages");
+  static std::size_t smem(int t1) { return sizeof(V) * S * R * t1 + sizeof(T) * 2 * T2 * LDT; }
+  __host__ __device__ static int rows_per_block(int t1) { return t1 / LG * R; }
+  static int loads_in_flight() { return (S - 1) * R; }
+  static int bytes_in_flight_per_thread() { return (S - 1) * R * int(sizeof(V)); }
+};
+
+template <class T, int VEC, int T2>
+__global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
+  using Cfg = RmCfg<T, VEC, T2>;
+  using V = typename Cfg::V;
+  constexpr int LG = Cfg::LG, STEP = Cfg::STEP, S = Cfg::S, SPC = Cfg::SPC, KC = Cfg::KC, LDT = Cfg::LDT,
+                R = Cfg::R;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int t1 = blockDim.x, tid = threadIdx.x;
+  V* as = reinterpret_cast<V*>(smem);                           // [S][R][t1]
+  T* bt = reinterpret_cast<T*>(smem + sizeof(V) * S * R * t1);  // [2][T2][LDT]
+
+  const int q = tid & (LG - 1);  // lane within its group: inner offset q * VEC
+  const int set = tid / LG;      // lane group within the block: rows rb .. rb + R - 1
+  const int pass = static_cast<int>(blockIdx.x % static_cast<unsigned>(g.passes));
+  const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
+  const std::int64_t rb = rg * Cfg::rows_per_block(t1) + static_cast<std::int64_t>(set) * R;
+  const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
+  const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
+  const std::int64_t nsteps = (p_end - p_begin + STEP - 1) / STEP;
+  const std::int64_t lda = g.lda;
+  // Rows past the edge read the last row (no guards in the loop) and are never stored. Row rb + r is
+  // a_base + min(r, r_last) * lda: one pointer instead of R.
+  const std::int64_t rb_c = min(rb, g.rows - 1);
+  const T* a_base = g.a + rb_c * lda;
+  const std::int64_t rows_left = g.rows - 1 - rb_c;
+  const int r_last = rows_left < R - 1 ? static_cast<int>(rows_left) : R - 1;
+
+  auto issue = [&](std::int64_t step, int slot) {
+    if (step >= nsteps) return;
+    const std::int64_t p = p_begin + step * STEP + q * VEC;
+    const std::int64_t left = p_end - p;
+    const int nb = left <= 0 ? 0 : (left >= VEC ? VEC : static_cast<int>(left)) * static_cast<int>(sizeof(T));
+    V* dst = as + slot * R * t1 + tid;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      cp_async<sizeof(V)>(dst + r * t1, nb > 0 ? a_base + (r < r_last ? r : r_last) * lda + p : g.a, nb);
+  };
+
+  T acc[R][T2];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < T2; ++j) acc[r][j] = T(0);
+
+  fill_b<T, KC, T2, true, LDT>(bt, g, p_begin, p_end, j0, tid, t1);
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    issue(s, s);
+    cp_async_commit();
+  }
+
+  int slot = 0, islot = S - 1;
+  for (std::int64_t step = 0; step < nsteps; ++step) {
+    cp_async_wait<S - 2>();
+    const int kstep = static_cast<int>(step % SPC);
+    const std::int64_t chunk = step / SPC;
+    if (kstep == 0) {
+      __syncthreads();
+      const std::int64_t pn = p_begin + (chunk + 1) * KC;
+      if (pn < p_end) fill_b<T, KC, T2, true, LDT>(bt + ((chunk + 1) & 1) * T2 * LDT, g, pn, p_end, j0, tid, t1);
+    }
+    issue(step + S - 1, islot);
+    cp_async_commit();
+    islot = islot + 1 == S ? 0 : islot + 1;
+
+    const V* a_s = as + slot * R * t1 + tid;
+    V a[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) a[r] = a_s[r * t1];
+    const T* b_s = bt + (chunk & 1) * T2 * LDT + kstep * STEP + q * VEC;
+#pragma unroll
+    for (int j = 0; j < T2; ++j) {
+      const V bv = *reinterpret_cast<const V*>(b_s + j * LDT);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][j] = fma(elem<T>(a[r], e), elem<T>(bv, e), acc[r][j]);
+    }
+    slot = slot + 1 == S ? 0 : slot + 1;
+  }
+  cp_async_wait<0>();
+
+  // The 8 lanes of a group hold partial sums over their inner positions: butterfly, so each lane has
+  // the (bit-identical) total, then lane q stores the columns j with j % 8 == q.
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < T2; ++j)
+#pragma unroll
+      for (int off = 1; off < LG; off <<= 1) acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], off);
+
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const std::int64_t i = rb + r;
+    if (i >= g.rows) break;
+#pragma unroll
+    for (int j = 0; j < T2; ++j) {
+      if ((j & (LG - 1)) != q || j0 + j >= g.cols) continue;
+      if (g.split == 1)
+        store_c(g, i, j0 + j, acc[r][j]);
+      else
+        g.ws[(static_cast<std::int64_t>(blockIdx.y) * g.rows + i) * g.cols + j0 + j] = acc[r][j];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sum of the splits, in split order, and the alpha/beta epilogue.
+
+template <class T>
+__global__ void __launch_bounds__(256) tsm2_reduce_kernel(const Args<T> g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partial sums of the previous grid
+#endif
+  const std::int64_t total = g.rows * g.cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += stride) {
+    T s = g.ws[idx];
+    for (int k = 1; k < g.split; ++k) s += g.ws[k * total + idx];
+    const std::int64_t i = idx / g.cols;
+    store_c(g, i, idx - i * g.cols, s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Host side: the kernel table.
+
+/// One instantiated kernel and the figures the planner needs about it.
+struct KernelInfo {
+  const void* fn = nullptr;
+  int t2 = 0, vec = 1;
+  bool row_major = false;
+  int loads_in_flight = 0;             ///< per thread
+  int bytes_in_flight_per_thread = 0;  ///< A bytes per thread in flight
+  int kc = 0;                          ///< B chunk: the split granularity along inner
+  std::size_t (*smem)(int t1) = nullptr;
+  int (*rows_per_block)(int t1) = nullptr;
+};
+
+template <class T, bool RM, int VEC, int T2>
+KernelInfo info() {
+  KernelInfo k;
+  k.t2 = T2;
+  k.vec = VEC;
+  k.row_major = RM;
+  if constexpr (RM) {
+    using C = RmCfg<T, VEC, T2>;
+    k.fn = reinterpret_cast<const void*>(&tsm2_rm_kernel<T, VEC, T2>);
+    k.loads_in_flight = C::loads_in_flight();
+    k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
+    k.kc = C::KC;
+    k.smem = &C::smem;
+    k.rows_per_block = &C::rows_per_block;
+  } else {
+    using C = CmCfg<T, VEC, T2>;
+    k.fn = reinterpret_cast<const void*>(&tsm2_cm_kernel<T, VEC, T2>);
+    k.loads_in_flight = C::loads_in_flight();
+    k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
+    k.kc = C::KC;
+    k.smem = &C::smem;
+    k.rows_per_block = &C::rows_per_block;
+  }
+  return k;
+}
+
+/// The instantiated set: per type and layout, t2 in {4, 8, 16, 32} on the 16-byte path and {8, 32}
+/// on the scalar fallback (24 main kernels, 2 reductions). `t2` is rounded up to the set.
+template <class T, bool RM>
+KernelInfo pick_kernel(bool vec, int t2) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  if (!vec) return t2 <= 8 ? info<T, RM, 1, 8>() : info<T, RM, 1, 32>();
+  if (t2 <= 4) return info<T, RM, kVec, 4>();
+  if (t2 <= 8) return info<T, RM, kVec, 8>();
+  if (t2 <= 16) return info<T, RM, kVec, 16>();
+  return info<T, RM, kVec, 32>();
+}
+
+template <class T>
+KernelInfo pick_kernel(bool row_major, bool vec, int t2) {
+  return row_major ? pick_kernel<T, true>(vec, t2) : pick_kernel<T, false>(vec, t2);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Host side: planning.
+
+constexpr int kMaxT2 = 32;                 ///< widest instantiated pass
+constexpr double kInFlightSafety = 2.5;    ///< model latency (600 cycles) is the unloaded one; HBM3 under load is higher
+constexpr double kMaxPartialFraction = 0.015;  ///< split * rows * cols * bytes * 2 / bytes(A) cap
+constexpr int kMaxSplit = 128;
+constexpr double kTrialMinBytes = 16e6;    ///< smaller A: no trial (first candidate)
+
+/// What the planner needs to know about the device, computed once per device.
+struct DeviceFacts {
+  int sms = 1;
+  std::size_t smem_optin = 48 * 1024;
+  double needed_bytes_in_flight = 0;  ///< whole GPU
+  tsm2::GpuSpec spec;
+  bool spec_ok = false;
+};
+
+std::mutex g_mutex;  // guards the maps below
+
+const DeviceFacts& device_facts(Context& ctx) {
+  static std::map<int, DeviceFacts> facts;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = facts.find(ctx.device());
+  if (it != facts.end()) return it->second;
+  const cudaDeviceProp& props = ctx.properties();
+  DeviceFacts f;
+  f.sms = std::max(1, props.multiProcessorCount);
+  f.smem_optin = props.sharedMemPerBlockOptin > 0 ? props.sharedMemPerBlockOptin : props.sharedMemPerBlock;
+  double per_sm = 12.8 * 600;  // H100 figures if the model cannot run
+  try {
+    f.spec = tsm2::spec_from_device(props);
+    f.spec_ok = true;
+    per_sm = tsm2::bytes_in_flight_needed_per_sm(f.spec, tsm2::ModelConstants{});
+  } catch (const std::exception&) {
+    f.spec_ok = false;
+  }
+  f.needed_bytes_in_flight = per_sm * kInFlightSafety * f.sms;
+  return facts.emplace(ctx.device(), f).first->second;
+}
+
+int occupancy(const KernelInfo& k, int t1, std::size_t smem) {
+  if (smem > 48 * 1024)
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  int blocks = 0;
+  SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, t1, smem));
+  return blocks;
+}
+
+/// The shape a plan is made for.
+struct Shape {
+  std::int64_t rows, inner, cols;
+  int elem_bytes;
+  bool row_major, vec;
+};
+
+/// The plan for kernel k at t1, or t1 == 0 when it cannot run there.
+Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev) {
+  Tsm2Plan p;
+  const std::size_t smem = k.smem(t1);
+  if (smem > dev.smem_optin) return p;
+  const int occ = occupancy(k, t1, smem);
+  if (occ < 1) return p;
+  p.t1 = t1;
+  p.t2 = k.t2;
+  p.t3 = k.loads_in_flight;
+  p.vec = k.vec;
+  p.a_row_major = k.row_major;
+  p.rows_per_block = k.rows_per_block(t1);
+  p.passes = static_cast<int>(ceil_div(s.cols, k.t2));
+  p.blocks_per_sm = occ;
+  p.smem_bytes = smem;
+  p.bytes_in_flight_needed = dev.needed_bytes_in_flight;
+
+  const std::int64_t blocks_per_split = ceil_div(s.rows, p.rows_per_block) * p.passes;
+  const std::int64_t capacity = static_cast<std::int64_t>(occ) * dev.sms;  // resident blocks
+  const double bif_block = static_cast<double>(t1) * k.bytes_in_flight_per_thread;
+  // Enough blocks to give every SM work and to keep the needed bytes in flight, but no more than one
+  // resident wave; then as few splits as give that.
+  std::int64_t desired = std::max<std::int64_t>(dev.sms, static_cast<std::int64_t>(
+                                                             std::ceil(dev.needed_bytes_in_flight / bif_block)));
+  desired = std::min(desired, capacity);
+  std::int64_t split = std::max<std::int64_t>(1, ceil_div(desired, blocks_per_split));
+  const double a_bytes = static_cast<double>(s.rows) * s.inner * s.elem_bytes;
+  const double partial_per_split = 2.0 * s.rows * s.cols * s.elem_bytes;
+  const auto traffic_cap = static_cast<std::int64_t>(kMaxPartialFraction * a_bytes / partial_per_split);
+  split = std::min({split, std::max<std::int64_t>(1, traffic_cap), ceil_div(std::max<std::int64_t>(s.inner, 1), k.kc),
+                    static_cast<std::int64_t>(kMaxSplit)});
+  // Whole B chunks per split; recount the splits that covers.
+  const std::int64_t inner = std::max<std::int64_t>(s.inner, 1);
+  std::int64_t chunk = ceil_div(ceil_div(inner, split), k.kc) * k.kc;
+  split = ceil_div(inner, chunk);
+  p.split = static_cast<int>(split);
+  p.inner_per_split = chunk;
+  p.grid_x = blocks_per_split;
+  const double resident = static_cast<double>(std::min(blocks_per_split * split, capacity));
+  p.bytes_in_flight = resident * bif_block;
+  p.partial_fraction = split > 1 ? split * partial_per_split / a_bytes : 0.0;
+  return p;
+}
+
+/// t1 candidates in trial order (the first is the no-trial choice).
+std::vector<int> t1_candidates(bool row_major) {
+  return row_major ? std::vector<int>{128, 64, 256} : std::vector<int>{64, 128, 256};
+}
+
+using PlanKey = std::tuple<int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t>;
+std::map<PlanKey, Tsm2Plan>& plan_cache() {
+  static std::map<PlanKey, Tsm2Plan> cache;
+  return cache;
+}
+
+bool trial_disabled() {
+  const char* e = std::getenv("SKINNY_TSM2_NO_TRIAL");
+  return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
+}
+
+/// The 16-byte path needs A 16-byte aligned and lda a multiple of the vector.
+template <class T>
+bool can_vectorize(const TallSkinny<T>& t) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  return reinterpret_cast<std::uintptr_t>(t.a) % 16 == 0 && t.lda % kVec == 0;
+}
+
+template <class T>
+struct Prepared {
+  TallSkinny<T> t;
+  Shape shape;
+  KernelInfo kernel;
+  std::vector<Tsm2Plan> candidates;
+  PlanKey key;
+  int model_t2 = 0, model_t3 = 0;
+};
+
+template <class T>
+Prepared<T> prepare(const Problem& prob, Context& ctx) {
+  Prepared<T> pr;
+  pr.t = to_tall_skinny<T>(prob);
+  const TallSkinny<T>& t = pr.t;
+  const bool rm = t.a_layout == Layout::row_major;
+  const bool vec = can_vectorize(t);
+  pr.shape = Shape{t.rows, t.inner, t.cols, static_cast<int>(sizeof(T)), rm, vec};
+  pr.key = PlanKey{ctx.device(), static_cast<int>(sizeof(T)), rm, vec, t.rows, t.inner, t.cols};
+  const DeviceFacts& dev = device_facts(ctx);
+
+  // The model's t2 (columns per pass) mapped up to the instantiated set; its t3 is reported only: the
+  // kernels' loads in flight are set by their cp.async rings, not by registers.
+  int t2 = static_cast<int>(std::min<std::int64_t>(t.cols, kMaxT2));
+  if (dev.spec_ok && t.rows > 0 && t.cols > 0) {
+    try {
+      const auto prec = sizeof(T) == 8 ? tsm2::Precision::f64 : tsm2::Precision::f32;
+      const tsm2::Params mp = tsm2::choose_t2_t3(dev.spec, tsm2::ModelConstants{}, prec, t.rows, t.cols);
+      pr.model_t2 = mp.t2;
+      pr.model_t3 = mp.t3;
+      t2 = std::max(1, std::min(mp.t2, kMaxT2));
+    } catch (const std::exception&) {
+    }
+  }
+  pr.kernel = pick_kernel<T>(rm, vec, t2);
+  for (int t1 : t1_candidates(rm)) {
+    Tsm2Plan p = plan_at(pr.kernel, t1, pr.shape, dev);
+    if (p.t1 == 0) continue;
+    p.model_t2 = pr.model_t2;
+    p.model_t3 = pr.model_t3;
+    pr.candidates.push_back(p);
+  }
+  if (pr.candidates.empty())
+    throw std::runtime_error("tsm2: no t1 candidate fits on " + std::string(ctx.properties().name));
+  return pr;
+}
+
+/// Launches plan `p`: the main kernel, and the reduction when split > 1. `ws` holds the partial sums.
+template <class T>
+void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, cudaStream_t stream, int sms) {
+  g.ws = ws;
+  g.chunk = p.inner_per_split;
+  g.passes = p.passes;
+  g.split = p.split;
+  void* params[] = {&g};
+  const dim3 grid(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.split));
+  SKINNY_CUDA_TRY(cudaLaunchKernel(k.fn, grid, dim3(p.t1), params, p.smem_bytes, stream));
+  if (p.split == 1) return;
+
+  const std::int64_t total = g.rows * g.cols;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(total, 256), 8LL * sms));
+  const void* fn = reinterpret_cast<const void*>(&tsm2_reduce_kernel<T>);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaLaunchKernelExC(&cfg, fn, params) != cudaSuccess) {
+    (void)cudaGetLastError();  // no programmatic dependent launch here: an ordinary launch
+    SKINNY_CUDA_TRY(cudaLaunchKernel(fn, dim3(blocks), dim3(256), params, 0, stream));
+  }
+}
+
+template <class T>
+Args<T> make_args(const TallSkinny<T>& t) {
+  Args<T> g{};
+  g.a = t.a;
+  g.lda = t.lda;
+  g.b = t.b;
+  g.b_rs = t.b_row_stride;
+  g.b_cs = t.b_col_stride;
+  g.c = t.c;
+  g.c_rs = t.c_row_stride;
+  g.c_cs = t.c_col_stride;
+  g.rows = t.rows;
+  g.inner = t.inner;
+  g.cols = t.cols;
+  g.alpha = t.alpha;
+  g.beta = t.beta;
+  return g;
+}
+
+/// Times each candidate once (after one warm-up launch), writing C to scratch in the workspace with
+/// beta = 0; returns the index of the fastest.
+template <class T>
+std::size_t trial(const Prepared<T>& pr, Context& ctx) {
+  std::int64_t max_split = 1;
+  for (const auto& c : pr.candidates) max_split = std::max<std::int64_t>(max_split, c.split);
+  const std::int64_t rc = pr.t.rows * pr.t.cols;
+  T* ws = static_cast<T*>(ctx.workspace(static_cast<std::size_t>((max_split > 1 ? max_split : 0) + 1) * rc * sizeof(T)));
+  T* scratch = ws + (max_split > 1 ? max_split * rc : 0);
+  Args<T> g = make_args(pr.t);
+  g.c = scratch;
+  g.c_rs = pr.t.cols;
+  g.c_cs = 1;
+  g.beta = T(0);
+  const cudaStream_t stream = ctx.stream();
+  const int sms = ctx.properties().multiProcessorCount;
+  cudaEvent_t start, stop;
+  SKINNY_CUDA_TRY(cudaEventCreate(&start));
+  SKINNY_CUDA_TRY(cudaEventCreate(&stop));
+  std::size_t best = 0;
+  float best_ms = 0;
+  try {
+    run(pr.candidates[0], pr.kernel, g, ws, stream, sms);  // warm-up
+    for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
+      SKINNY_CUDA_TRY(cudaEventRecord(start, stream));
+      run(pr.candidates[i], pr.kernel, g, ws, stream, sms);
+      SKINNY_CUDA_TRY(cudaEventRecord(stop, stream));
+      SKINNY_CUDA_TRY(cudaEventSynchronize(stop));
+      float ms = 0;
+      SKINNY_CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
+      if (i == 0 || ms < best_ms) {
+        best = i;
+        best_ms = ms;
+      }
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+template <class T>
+Tsm2Plan plan_typed(const Problem& prob, Context& ctx) {
+  Prepared<T> pr = prepare<T>(prob, ctx);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = plan_cache().find(pr.key);
+  return it != plan_cache().end() ? it->second : pr.candidates[0];
+}
+
+template <class T>
+void launch_typed(const Problem& prob, Context& ctx) {
+  Prepared<T> pr = prepare<T>(prob, ctx);
+  const TallSkinny<T>& t = pr.t;
+  if (t.rows == 0 || t.cols == 0) return;
+  Tsm2Plan plan;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = plan_cache().find(pr.key);
+    if (it != plan_cache().end()) {
+      plan = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    const double a_bytes = static_cast<double>(t.rows) * t.inner * sizeof(T);
+    if (pr.candidates.size() > 1 && !trial_disabled() && a_bytes >= kTrialMinBytes) {
+      plan = pr.candidates[trial(pr, ctx)];
+      plan.from_trial = true;
+    } else {
+      plan = pr.candidates[0];
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    plan = plan_cache().emplace(pr.key, plan).first->second;  // a concurrent first call may have won
+  }
+  T* ws = nullptr;
+  if (plan.split > 1)
+    ws = static_cast<T*>(ctx.workspace(static_cast<std::size_t>(plan.split) * t.rows * t.cols * sizeof(T)));
+  run(plan, pr.kernel, make_args(t), ws, ctx.stream(), ctx.properties().multiProcessorCount);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+
+std::string Tsm2Plan::describe() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "tsm2 %s%s t1=%d t2=%d t3=%d split=%d passes=%d rows/block=%d inner/split=%lld grid=%lldx%d "
+                "occ=%d/SM smem=%zuB in-flight=%.2fMB (need %.2fMB) partials=%.2f%% model(t2=%d,t3=%d)%s",
+                a_row_major ? "row-major" : "col-major", vec > 1 ? " vec" : " scalar", t1, t2, t3, split, passes,
+                rows_per_block, static_cast<long long>(inner_per_split), static_cast<long long>(grid_x), split,
+                blocks_per_sm, smem_bytes, bytes_in_flight / 1e6, bytes_in_flight_needed / 1e6,
+                partial_fraction * 100, model_t2, model_t3, from_trial ? " trial" : "");
+  return buf;
+}
+
+Tsm2Plan plan_tsm2(const Problem& p, Context& ctx) {
+  if (p.in_type == DType::f64) return plan_typed<double>(p, ctx);
+  return plan_typed<float>(p, ctx);
+}
+
+Support tsm2_can_implement(const Problem& p) {
+  Support s = tsm2_support(p, "tsm2");
+  if (!s) return s;
+  // Smallest block: 64 rows (column-major scalar at t1 = 64; row-major at t1 = 64 covers >= 64 rows).
+  const std::int64_t rows = skinny_side(p) == p.n ? p.m : p.n;
+  const std::int64_t passes = ceil_div(skinny_side(p), kMaxT2) * (kMaxT2 / 4);  // worst case: t2 = 4
+  if (ceil_div(rows, 64) * passes > INT_MAX)
+    return Support::no("tsm2: " + std::to_string(rows) + " rows need more than 2^31 - 1 blocks");
+  return Support::yes();
+}
+
+void tsm2_launch(const Problem& p, Context& ctx) {
+  if (p.in_type == DType::f64)
+    launch_typed<double>(p, ctx);
+  else
+    launch_typed<float>(p, ctx);
+  SKINNY_CHECK_LAUNCH();
+}
+
+}  // namespace skinny::gemm::detail

@@ -1,0 +1,75 @@
+// TSM2-specific GPU checks beyond the registry-wide comparison with the reference (gemm_gpu_test.cpp):
+// the test shapes really exercise both the split and the no-split path, and results are bit-identical
+// run after run (the split reduction has a fixed order).
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/gemm.hpp>
+
+#include "../../gemm/src/tsm2/tsm2_plan.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/random_matrix.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace skinny::gemm {
+namespace {
+
+detail::Problem row_major_problem(DType type, std::int64_t m, std::int64_t n, std::int64_t k) {
+  detail::Problem p;
+  p.in_type = p.out_type = type;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = p.b = p.c = reinterpret_cast<void*>(std::uintptr_t(256));  // planning never dereferences
+  p.lda = k;
+  p.ldb = n;
+  p.ldc = n;
+  return p;
+}
+
+class Tsm2 : public testing::GpuTest {};
+
+TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
+  Context& ctx = testing::shared_context();
+  // The same shapes as gemm_gpu_test.cpp's kTsm2Shapes: a few rows over a long inner dimension must
+  // split it, many rows over a short one must not.
+  const detail::Tsm2Plan few_rows = detail::plan_tsm2(row_major_problem(DType::f32, 7, 17, 10243), ctx);
+  const detail::Tsm2Plan many_rows = detail::plan_tsm2(row_major_problem(DType::f32, 10243, 3, 7), ctx);
+  EXPECT_GT(few_rows.split, 1);
+  EXPECT_EQ(many_rows.split, 1);
+  const detail::Tsm2Plan kmeans = detail::plan_tsm2(row_major_problem(DType::f64, 262144, 16, 4096), ctx);
+  EXPECT_GE(kmeans.split, 1);
+}
+
+template <class T>
+void expect_bit_identical(std::int64_t m, std::int64_t n, std::int64_t k) {
+  const auto a = testing::random_nonzero<T>(std::size_t(m * k), 11), b = testing::random_nonzero<T>(std::size_t(k * n), 12);
+  DeviceBuffer<T> da(a), db(b), dc(std::size_t(m * n));
+  Context& ctx = testing::shared_context();
+  const Arguments<T> args{row_major<const T>(da.data(), m, k), col_major<const T>(db.data(), k, n),
+                          row_major(dc.data(), m, n)};
+  std::vector<T> first;
+  for (int run = 0; run < 5; ++run) {
+    gemm(ctx, args, Algo::tsm2);
+    ctx.synchronize();
+    const std::vector<T> got = dc.to_host();
+    if (run == 0)
+      first = got;
+    else
+      ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * sizeof(T))) << "run " << run << " differs";
+  }
+}
+
+TEST_F(Tsm2, RepeatedRunsAreBitIdenticalWithSplit) {
+  expect_bit_identical<float>(1000, 16, 10243);
+  expect_bit_identical<double>(7, 17, 10243);
+}
+
+TEST_F(Tsm2, RepeatedRunsAreBitIdenticalWithoutSplit) {
+  expect_bit_identical<float>(10243, 16, 1000);
+  expect_bit_identical<double>(10243, 3, 7);
+}
+
+}  // namespace
+}  // namespace skinny::gemm
