@@ -69,15 +69,20 @@ Problem make_problem(const Arguments<TIn, TOut>& args) {
   return p;
 }
 
-/// Widest skinny side for which Algo::automatic picks TSM2: the range where tsm2-bench measured it
-/// ahead of cuBLAS on the H100 (bench/results/h100/).
-constexpr std::int64_t kAutoTsm2MaxSkinny = 16;
+/// Where TSM2 beat cuBLAS in tsm2-bench on the H100 (bench/results/h100/2026-11-22_tsm2-bench_*.json):
+/// float with k <= 16 in both layouts (1.02-1.43x); double only with k <= 8 and a column-major tall
+/// matrix (0.99-1.13x; at k = 16 and for row-major A cuBLAS was ahead, 0.83-1.00x).
+bool tsm2_wins(const Problem& p) {
+  if (!detail::tsm2_support(p, "tsm2")) return false;
+  const std::int64_t k = detail::skinny_side(p);
+  if (p.in_type == DType::f32) return k <= 16;
+  return k <= 8 && detail::tall_layout(p) == Layout::col_major;
+}
 
 Algo choose_for(const Context&, const Problem& p) {
-  // Tall-and-skinny float/double: TSM2 reads the tall matrix once at the bandwidth limit. Everything
-  // else: cuBLAS is the fastest general GEMM we measure; the ladder is there to be measured against it.
-  if (detail::skinny_side(p) <= kAutoTsm2MaxSkinny && detail::tsm2_support(p, "tsm2")) return Algo::tsm2;
-  return Algo::cublas;
+  // Tall-and-skinny where TSM2 measured faster; everything else: cuBLAS, the fastest general GEMM we
+  // measure (the ladder is there to be measured against it).
+  return tsm2_wins(p) ? Algo::tsm2 : Algo::cublas;
 }
 
 template <class TIn, class TOut>

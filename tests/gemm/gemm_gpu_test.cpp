@@ -220,6 +220,13 @@ TEST_F(GemmApi, AutomaticPicksTsm2ForTallSkinnyAndCublasOtherwise) {
   EXPECT_EQ(choose(ctx, args(4, 10240, 10240)), Algo::tsm2);   // skinny side in m
   EXPECT_EQ(choose(ctx, args(4096, 4096, 4096)), Algo::cublas);
   EXPECT_EQ(choose(ctx, args(4096, 512, 4096)), Algo::cublas);
+  static double d[1];
+  const auto dargs = [&](std::int64_t m, std::int64_t n, std::int64_t k, Layout a_layout) {
+    return Arguments<double>{{d, m, k, a_layout == Layout::row_major ? k : m, a_layout},
+                             row_major<const double>(d, k, n), row_major(d, m, n)};
+  };
+  EXPECT_EQ(choose(ctx, dargs(20480, 8, 20480, Layout::col_major)), Algo::tsm2);
+  EXPECT_EQ(choose(ctx, dargs(262144, 16, 4096, Layout::row_major)), Algo::cublas);  // cuBLAS measured ahead
   const Arguments<__half, float> half{row_major<const __half>(nullptr, 1, 1), row_major<const __half>(nullptr, 1, 1),
                                       row_major(f, 1, 1)};
   EXPECT_THROW(choose(ctx, half), std::invalid_argument);  // null data: validated before choosing

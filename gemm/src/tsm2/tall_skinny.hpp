@@ -35,6 +35,9 @@ struct TallSkinny {
 /// the product is turned around). Ties go to n.
 inline std::int64_t skinny_side(const Problem& p) { return p.n <= p.m ? p.n : p.m; }
 
+/// Layout of the tall operand once the problem is in tall-skinny form (see to_tall_skinny).
+inline Layout tall_layout(const Problem& p) { return p.n <= p.m ? p.a_layout : flipped(p.b_layout); }
+
 /// Whether a problem's skinny side fits TSM2, with the reason if not. `name` prefixes the reason.
 Support tsm2_support(const Problem& p, const char* name);
 
