@@ -30,6 +30,8 @@
 #include "tall_skinny.hpp"
 #include "tsm2_plan.hpp"
 
+#include <skinny/gemm/cuda_event.hpp>
+
 #include <skinny/gemm/tsm2_model.hpp>
 
 #include <algorithm>
@@ -711,32 +713,20 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   g.beta = T(0);
   const cudaStream_t stream = ctx.stream();
   const int sms = ctx.properties().multiProcessorCount;
-  cudaEvent_t start, stop;
-  SKINNY_CUDA_TRY(cudaEventCreate(&start));
-  SKINNY_CUDA_TRY(cudaEventCreate(&stop));
+  CudaEvent start, stop;
   std::size_t best = 0;
   float best_ms = 0;
-  try {
-    run(pr.candidates[0], pr.kernel, g, ws, stream, sms);  // warm-up
-    for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
-      SKINNY_CUDA_TRY(cudaEventRecord(start, stream));
-      run(pr.candidates[i], pr.kernel, g, ws, stream, sms);
-      SKINNY_CUDA_TRY(cudaEventRecord(stop, stream));
-      SKINNY_CUDA_TRY(cudaEventSynchronize(stop));
-      float ms = 0;
-      SKINNY_CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
-      if (i == 0 || ms < best_ms) {
-        best = i;
-        best_ms = ms;
-      }
+  run(pr.candidates[0], pr.kernel, g, ws, stream, sms);  // warm-up
+  for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
+    start.record(stream);
+    run(pr.candidates[i], pr.kernel, g, ws, stream, sms);
+    stop.record(stream);
+    const float ms = stop.ms_since(start);
+    if (i == 0 || ms < best_ms) {
+      best = i;
+      best_ms = ms;
     }
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   return best;
 }
 

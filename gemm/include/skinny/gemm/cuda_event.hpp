@@ -1,0 +1,30 @@
+// CudaEvent: RAII ownership of a CUDA event, for timing work on a stream.
+#pragma once
+
+#include <skinny/gemm/errors.hpp>
+
+#include <cuda_runtime.h>
+
+namespace skinny {
+
+class CudaEvent {
+ public:
+  CudaEvent() { SKINNY_CUDA_TRY(cudaEventCreate(&event_)); }
+  ~CudaEvent() { cudaEventDestroy(event_); }  // never throw from a destructor
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  void record(cudaStream_t stream) { SKINNY_CUDA_TRY(cudaEventRecord(event_, stream)); }
+  /// Milliseconds from `start` to this event, once this event has completed (waits for it).
+  float ms_since(const CudaEvent& start) const {
+    SKINNY_CUDA_TRY(cudaEventSynchronize(event_));
+    float ms = 0;
+    SKINNY_CUDA_TRY(cudaEventElapsedTime(&ms, start.event_, event_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace skinny
