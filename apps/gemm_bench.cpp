@@ -52,14 +52,7 @@ void check_memory(const std::vector<std::int64_t>& sizes) {
   std::int64_t largest = 0;
   for (auto s : sizes) largest = std::max(largest, s);
   const double need = double(largest) * double(largest) * (2.0 * sizeof(TIn) + 2.0 * sizeof(TOut));
-  std::size_t free_bytes = 0, total_bytes = 0;
-  SKINNY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (need > 0.95 * double(free_bytes)) {
-    char msg[256];
-    std::snprintf(msg, sizeof msg, "size %lld needs %.2f GiB on the GPU but %.2f GiB are free; pass smaller --sizes",
-                  static_cast<long long>(largest), need / (1 << 30), double(free_bytes) / (1 << 30));
-    throw std::runtime_error(msg);
-  }
+  require_gpu_memory(need, "size " + std::to_string(largest), "; pass smaller --sizes");
 }
 
 template <class TIn, class TOut>

@@ -80,16 +80,8 @@ std::vector<Shape> shapes(const Tsm2BenchOptions& o) {
 template <class T>
 void bench_shape(Context& ctx, const Tsm2BenchOptions& o, const Shape& s, bool grid, std::vector<Row>& rows) {
   const auto a_count = std::size_t(s.rows) * std::size_t(s.inner);
-  std::size_t free_bytes = 0, total_bytes = 0;
-  SKINNY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
   const double need = double(a_count + std::size_t(s.inner) * s.cols + 2 * std::size_t(s.rows) * s.cols) * sizeof(T);
-  if (need > 0.95 * double(free_bytes)) {
-    char msg[200];
-    std::snprintf(msg, sizeof msg, "%lld x %lld %s needs %.2f GiB on the GPU but %.2f GiB are free",
-                  static_cast<long long>(s.rows), static_cast<long long>(s.inner), s.precision.c_str(),
-                  need / (1 << 30), double(free_bytes) / (1 << 30));
-    throw std::runtime_error(msg);
-  }
+  require_gpu_memory(need, std::to_string(s.rows) + " x " + std::to_string(s.inner) + " " + s.precision);
   DeviceBuffer<T> a(a_count), b(std::size_t(s.inner) * s.cols), c(std::size_t(s.rows) * s.cols),
       c_ref(std::size_t(s.rows) * s.cols);
   fill_uniform(a.data(), a_count, o.common.seed, 0.0, 1.0, ctx.stream());  // the paper's inputs: [0, 1)

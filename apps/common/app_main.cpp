@@ -59,6 +59,16 @@ int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, 
   }
 }
 
+void require_gpu_memory(double bytes, const std::string& what, const std::string& advice) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  SKINNY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (bytes <= 0.95 * double(free_bytes)) return;
+  char msg[256];
+  std::snprintf(msg, sizeof msg, "%s needs %.2f GiB on the GPU but %.2f GiB are free%s", what.c_str(),
+                bytes / (1 << 30), double(free_bytes) / (1 << 30), advice.c_str());
+  throw std::runtime_error(msg);
+}
+
 void check_writable(const std::string& path) {
   const std::string probe = path + ".tmp";
   std::ofstream out(probe, std::ios::binary | std::ios::trunc);

@@ -32,6 +32,10 @@ void add_common_options(CLI::App& app, CommonOptions& options, const std::vector
 /// `needs_device`: check for a CUDA device and select options.device before `body`.
 int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, const std::function<int()>& body);
 
+/// Throws "<what> needs X GiB on the GPU but Y GiB are free<advice>" unless `bytes` fit in 95 % of
+/// the current device's free memory (checked before allocating, so the error is one clear line).
+void require_gpu_memory(double bytes, const std::string& what, const std::string& advice = "");
+
 /// Throws when `path` cannot be written (checked before any GPU work, so nothing runs in vain).
 void check_writable(const std::string& path);
 
