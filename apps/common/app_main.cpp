@@ -9,7 +9,6 @@
 
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <stdexcept>
 
@@ -67,30 +66,6 @@ void require_gpu_memory(double bytes, const std::string& what, const std::string
   std::snprintf(msg, sizeof msg, "%s needs %.2f GiB on the GPU but %.2f GiB are free%s", what.c_str(),
                 bytes / (1 << 30), double(free_bytes) / (1 << 30), advice.c_str());
   throw std::runtime_error(msg);
-}
-
-void check_writable(const std::string& path) {
-  const std::string probe = path + ".tmp";
-  std::ofstream out(probe, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error("cannot write " + path);
-  out.close();
-  std::remove(probe.c_str());
-}
-
-void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << content;
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write " + path);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path);
-  }
 }
 
 std::string device_name() {

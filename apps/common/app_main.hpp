@@ -2,6 +2,7 @@
 // stderr with a non-zero exit, select the device, and describe the machine for JSON output.
 #pragma once
 
+#include "files.hpp"
 #include "json_writer.hpp"
 
 #include <CLI/CLI.hpp>
@@ -35,12 +36,6 @@ int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, 
 /// Throws "<what> needs X GiB on the GPU but Y GiB are free<advice>" unless `bytes` fit in 95 % of
 /// the current device's free memory (checked before allocating, so the error is one clear line).
 void require_gpu_memory(double bytes, const std::string& what, const std::string& advice = "");
-
-/// Throws when `path` cannot be written (checked before any GPU work, so nothing runs in vain).
-void check_writable(const std::string& path);
-
-/// Writes `content` to `path` through a temporary file and a rename: never a half-written file.
-void write_file_atomically(const std::string& path, const std::string& content);
 
 /// Writes "device": {...} (name, SMs, memory, driver/runtime versions), "date" (UTC) and "git_commit".
 void write_environment(JsonWriter& json);

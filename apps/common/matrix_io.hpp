@@ -1,0 +1,66 @@
+// Host matrices in and out of files: NumPy .npy (float32/float64, C order, 2-D), CSV (with or without a
+// header line) and headerless raw binary. Readers validate everything they read and throw
+// std::runtime_error naming the file, the place and what was wrong; they also refuse NaN and Inf.
+// Writers go through a temporary file and a rename, so a failed write leaves no half-written file.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <string>
+#include <vector>
+
+namespace skinny::apps {
+
+/// A dense row-major rows x cols matrix on the host.
+template <class T>
+struct HostData {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::vector<T> values;  ///< rows * cols elements, row i at values[i * cols]
+};
+
+enum class FileFormat { npy, csv, raw };
+
+/// .npy -> npy; .csv, .txt -> csv; anything else -> raw (headerless binary).
+FileFormat format_from_path(const std::string& path);
+
+/// Element type of raw binary files (they carry no header).
+enum class RawType { f32, f64 };
+
+/// How to read a file whose format carries no shape or type (raw binary).
+struct ReadOptions {
+  std::int64_t raw_cols = 0;      ///< columns of a raw file (required for raw; ignored otherwise)
+  RawType raw_type = RawType::f32;
+};
+
+/// Reads any supported format (chosen by format_from_path), converting to T.
+template <class T>
+HostData<T> read_matrix(const std::string& path, const ReadOptions& options = {});
+
+/// The readers on streams (what read_matrix and the fuzz target call). `name` prefixes error messages.
+template <class T>
+HostData<T> read_npy(std::istream& in, const std::string& name);
+template <class T>
+HostData<T> read_csv(std::istream& in, const std::string& name);
+template <class T>
+HostData<T> read_raw(std::istream& in, const std::string& name, std::int64_t cols, RawType type);
+
+/// Throws "<name>: non-finite value (nan) at row r, column c" for the first NaN/Inf.
+template <class T>
+void require_finite(const HostData<T>& m, const std::string& name);
+
+/// The bytes of a .npy file holding rows x cols row-major values (T: float, double, std::int32_t).
+template <class T>
+std::string npy_bytes(const T* values, std::int64_t rows, std::int64_t cols);
+/// CSV text: one line per row, values separated by commas, floats with round-trip precision.
+template <class T>
+std::string csv_text(const T* values, std::int64_t rows, std::int64_t cols);
+
+/// Writes .npy or CSV chosen by the extension (.npy; .csv or .txt); anything else is refused.
+template <class T>
+void write_matrix(const std::string& path, const T* values, std::int64_t rows, std::int64_t cols);
+
+/// Throws unless `path` has an extension write_matrix accepts (checked before any work is done).
+void check_output_format(const std::string& path);
+
+}  // namespace skinny::apps

@@ -1,0 +1,153 @@
+// The file readers and writers the programs use: round trips through .npy and CSV, and every kind of
+// malformed input refused with a message that says what and where.
+#include "common/matrix_io.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace skinny::apps {
+namespace {
+
+template <class T>
+HostData<T> npy_from(const std::string& bytes) {
+  std::istringstream in(bytes);
+  return read_npy<T>(in, "x.npy");
+}
+template <class T>
+HostData<T> csv_from(const std::string& text) {
+  std::istringstream in(text);
+  return read_csv<T>(in, "x.csv");
+}
+
+/// The message of the runtime_error `f` throws ("" when it throws nothing).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MatrixIo, NpyRoundTripKeepsShapeAndValuesAndConvertsTypes) {
+  const float values[6] = {1.5f, -2.25f, 3e-7f, 4e20f, -0.0f, 6};
+  const std::string bytes = npy_bytes(values, 2, 3);
+  ASSERT_EQ(0u, (bytes.size() - 6 * sizeof(float)) % 64) << "header padded to a multiple of 64 bytes";
+  const auto f = npy_from<float>(bytes);
+  EXPECT_EQ(2, f.rows);
+  EXPECT_EQ(3, f.cols);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(values[i], f.values[i]) << i;
+  const auto d = npy_from<double>(bytes);  // float32 file read as double: exact widening
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(double(values[i]), d.values[i]) << i;
+}
+
+TEST(MatrixIo, NpyReadsVersion2HeadersAndFloat64) {
+  const double values[2] = {0.1, -7};
+  std::string v1 = npy_bytes(values, 2, 1);
+  // Rewrite as version 2.0: a 4-byte header length.
+  const std::uint16_t len = std::uint16_t(std::uint8_t(v1[8]) | std::uint8_t(v1[9]) << 8);
+  std::string v2 = std::string("\x93NUMPY\x02\x00", 8) + std::string(1, char(len & 0xff)) + std::string(1, char(len >> 8)) +
+                   std::string(2, '\0') + v1.substr(10);
+  const auto m = npy_from<double>(v2);
+  EXPECT_EQ(2, m.rows);
+  EXPECT_EQ(0.1, m.values[0]);
+  EXPECT_EQ(-7, m.values[1]);
+}
+
+TEST(MatrixIo, NpyRefusesMalformedFilesSayingWhy) {
+  const float v[4] = {1, 2, 3, 4};
+  const std::string good = npy_bytes(v, 2, 2);
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>("PK\x03\x04 not numpy"); }).find("bad magic"));
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(good.substr(0, good.size() - 3)); }).find("truncated"));
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(good + "xx"); }).find("bytes of data follow"));
+  auto with_header = [&](std::string from, std::string to) {
+    std::string b = good;
+    b.replace(b.find(from), from.size(), to);
+    return b;
+  };
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("<f4", "<i4")); }).find("'<i4' is not supported"));
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("<f4", ">f4")); }).find("not supported"));
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("False", "True ")); }).find("Fortran order"));
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("(2, 2)", "(4,)  ")); }).find("2-D"));
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("(2, 2)", "(0, 2)")); }).find("empty matrix"));
+  EXPECT_NE(std::string::npos,
+            error_of([&] { npy_from<float>(with_header("'shape'", "'shapo'")); }).find("no 'shape' entry"));
+}
+
+TEST(MatrixIo, NpyRefusesNaNAndInfNamingTheElement) {
+  const float v[4] = {1, 2, NAN, 4};
+  const std::string msg = error_of([&] { npy_from<float>(npy_bytes(v, 2, 2)); });
+  EXPECT_NE(std::string::npos, msg.find("non-finite value (nan) at row 1, column 0")) << msg;
+  const double big[1] = {1e300};  // finite in double, +inf once narrowed to float
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(npy_bytes(big, 1, 1)); }).find("(inf)"));
+  EXPECT_EQ("", error_of([&] { npy_from<double>(npy_bytes(big, 1, 1)); }));
+}
+
+TEST(MatrixIo, CsvWithAndWithoutHeader) {
+  const auto plain = csv_from<double>("1,2,3\n4, 5 ,6e-1\r\n\n");
+  EXPECT_EQ(2, plain.rows);
+  EXPECT_EQ(3, plain.cols);
+  EXPECT_EQ(0.6, plain.values[5]);
+  const auto named = csv_from<float>("x,y\n1.5,-2\n3,4\n");
+  EXPECT_EQ(2, named.rows);
+  EXPECT_EQ(2, named.cols);
+  EXPECT_EQ(1.5f, named.values[0]);
+}
+
+TEST(MatrixIo, CsvRefusesMalformedTextSayingWhere) {
+  EXPECT_NE(std::string::npos, error_of([&] { csv_from<float>("1,2\n3\n"); }).find("line 2 has 1 fields, expected 2"));
+  EXPECT_NE(std::string::npos, error_of([&] { csv_from<float>("1,2\n3,abc\n"); }).find("line 2, column 2: 'abc'"));
+  EXPECT_NE(std::string::npos, error_of([&] { csv_from<float>("1,2,3\n1,,2\n"); }).find("line 2, column 2"));
+  EXPECT_NE(std::string::npos, error_of([&] { csv_from<float>("a,b\n"); }).find("no data rows"));
+  EXPECT_NE(std::string::npos, error_of([&] { csv_from<float>(""); }).find("no data rows"));
+  EXPECT_NE(std::string::npos, error_of([&] { csv_from<float>("1,nan\n"); }).find("non-finite value (nan) at row 0, column 1"));
+  EXPECT_NE(std::string::npos, error_of([&] { csv_from<double>("1e999\n"); }).find("(inf)"));
+}
+
+TEST(MatrixIo, CsvTextRoundTripsExactly) {
+  const double v[3] = {0.1, -1.0 / 3, 12345.678};
+  const auto m = csv_from<double>(csv_text(v, 3, 1));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(v[i], m.values[i]);
+  const std::int32_t labels[3] = {0, 15, 7};
+  EXPECT_EQ("0\n15\n7\n", csv_text(labels, 3, 1));
+}
+
+TEST(MatrixIo, RawNeedsWholeRows) {
+  const float v[6] = {1, 2, 3, 4, 5, 6};
+  const std::string bytes(reinterpret_cast<const char*>(v), sizeof v);
+  std::istringstream in(bytes);
+  const auto m = read_raw<double>(in, "x.bin", 3, RawType::f32);
+  EXPECT_EQ(2, m.rows);
+  EXPECT_EQ(6.0, m.values[5]);
+  std::istringstream in4(bytes);
+  EXPECT_NE(std::string::npos, error_of([&] { read_raw<float>(in4, "x.bin", 4, RawType::f32); }).find("whole number of rows"));
+  std::istringstream in0(bytes);
+  EXPECT_NE(std::string::npos, error_of([&] { read_raw<float>(in0, "x.bin", 0, RawType::f32); }).find("--d"));
+}
+
+TEST(MatrixIo, FormatsFromExtensionsAndAtomicWrites) {
+  EXPECT_EQ(FileFormat::npy, format_from_path("a/b.NPY"));
+  EXPECT_EQ(FileFormat::csv, format_from_path("data.csv"));
+  EXPECT_EQ(FileFormat::raw, format_from_path("dir.v2/data"));
+  EXPECT_THROW(check_output_format("labels.bin"), std::runtime_error);
+  const std::string path = ::testing::TempDir() + "skinny_matrix_io_test.npy";
+  const float v[2] = {3, 4};
+  write_matrix(path, v, 1, 2);
+  const auto m = read_matrix<float>(path);
+  EXPECT_EQ(2, m.cols);
+  EXPECT_EQ(4.0f, m.values[1]);
+  std::remove(path.c_str());
+  EXPECT_NE(std::string::npos, error_of([&] { read_matrix<float>("/nonexistent/x.npy"); }).find("cannot open"));
+  EXPECT_THROW(write_matrix("/nonexistent-dir/x.npy", v, 1, 2), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace skinny::apps
