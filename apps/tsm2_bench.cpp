@@ -26,6 +26,7 @@ struct Tsm2BenchOptions {
   std::vector<std::int64_t> sizes{10240, 20480, 30720};
   std::vector<std::int64_t> ks{2, 4, 8, 16};
   std::vector<std::string> grid_layouts{"col"};
+  bool grid = true;          ///< the paper's grid (sizes x ks)
   bool kmeans_shape = true;  ///< A = 262144 x 4096 (points x dimensions), k = 16, both layouts
   bool ablation = true;      ///< V0-V3 on the grid
   CommonOptions common;
@@ -56,6 +57,7 @@ void setup_tsm2_bench(CLI::App& app, Tsm2BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::IsMember({"col", "row"}))
       ->capture_default_str();
+  app.add_flag("!--no-grid", o.grid, "Skip the paper's grid (sizes x ks)");
   app.add_flag("!--no-kmeans-shape", o.kmeans_shape, "Skip the K-means shape (262144 x 4096, k = 16)");
   app.add_flag("!--no-ablation", o.ablation, "Skip the V0-V3 ablation");
   o.common.precision = "both";
@@ -68,7 +70,7 @@ std::vector<Shape> shapes(const Tsm2BenchOptions& o) {
   if (o.common.precision != "double") precisions.push_back("float");
   if (o.common.precision != "float") precisions.push_back("double");
   for (const auto& precision : precisions) {
-    for (const auto& layout : o.grid_layouts)
+    for (const auto& layout : o.grid ? o.grid_layouts : std::vector<std::string>{})
       for (auto n : o.sizes)
         for (auto k : o.ks) list.push_back({precision, layout, n, n, k});
     if (o.kmeans_shape)
