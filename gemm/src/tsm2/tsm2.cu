@@ -465,10 +465,11 @@ KernelInfo info() {
 ///   SKINNY_TSM2_T1=n          only this t1 (no trial)
 ///   SKINNY_TSM2_SPLIT=n       this split of the inner dimension (rounded to whole B chunks)
 ///   SKINNY_TSM2_PARTIAL_CAP=f cap on partial-sum traffic as a fraction of bytes(A)
+///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
 ///   SKINNY_TSM2_RM_VARIANT=v  row-major kernel variant, lanes/row rows/group stages as digits:
 ///                             3283 (32, 8, 3), 845 (8, 4, 5), 3245 (32, 4, 5), 1644 (16, 4, 4)
 struct Tuning {
-  int t1 = 0, split = 0, rm_variant = 0;
+  int t1 = 0, split = 0, rm_variant = 0, max_t2 = 0;
   double partial_cap = 0;
 };
 const Tuning& tuning() {
@@ -479,6 +480,7 @@ const Tuning& tuning() {
     r.split = static_cast<int>(num("SKINNY_TSM2_SPLIT"));
     r.partial_cap = num("SKINNY_TSM2_PARTIAL_CAP");
     r.rm_variant = static_cast<int>(num("SKINNY_TSM2_RM_VARIANT"));
+    r.max_t2 = static_cast<int>(num("SKINNY_TSM2_MAX_T2"));
     return r;
   }();
   return t;
@@ -677,6 +679,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     } catch (const std::exception&) {
     }
   }
+  if (tuning().max_t2 > 0) t2 = std::min(t2, tuning().max_t2);
   pr.kernel = pick_kernel<T>(rm, vec, t2);
   for (int t1 : t1_candidates(rm)) {
     Tsm2Plan p = plan_at(pr.kernel, t1, pr.shape, dev);

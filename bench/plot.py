@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Figures from the benchmark JSON files.
+
+    python3 bench/plot.py [RESULTS_DIR] [FIGURES_DIR]     (defaults: bench/results/h100, bench/figures)
+
+Reads every *.json in RESULTS_DIR, keeps the newest file (by its "date") of each benchmark and precision,
+and writes one PNG per figure. Each figure's title names the device and the date the numbers were measured.
+"""
+import glob
+import json
+import math
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load_newest(results_dir):
+    """{(benchmark, variant): json} keeping the newest date for each key."""
+    newest = {}
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+        with open(path) as f:
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as e:
+                sys.exit(f"plot.py: {path}: not JSON ({e})")
+        variant = data.get("precision", data.get("variant", ""))
+        if data.get("benchmark") == "tsm2-bench" and any(r["algo"] == "tsm2_v0" for r in data["results"]):
+            variant = "ablation"  # kept apart: a later run without the ablation must not hide it
+        key = (data.get("benchmark", "?"), variant)
+        if key not in newest or data.get("date", "") > newest[key].get("date", ""):
+            data["_path"] = path
+            newest[key] = data
+    return newest
+
+
+def subtitle(data):
+    return f'{data["device"]["name"]}, {data["date"][:10]}, commit {data.get("git_commit", "?")}'
+
+
+def save(fig, figures_dir, name):
+    path = os.path.join(figures_dir, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print("wrote", path)
+
+
+def plot_ladder(data, figures_dir):
+    """The SGEMM ladder: GFLOP/s per algorithm and size as bars, cuBLAS as a line per size."""
+    rows = [r for r in data["results"] if r.get("supported") and r.get("check_passed")]
+    sizes = sorted({r["m"] for r in rows})
+    algos = [a for a in dict.fromkeys(r["algo"] for r in rows) if a != "cublas" and not a.startswith("tsm2")]
+    if not sizes or not algos:
+        return
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    width = 0.8 / len(sizes)
+    for si, size in enumerate(sizes):
+        by_algo = {r["algo"]: r["gflops"] for r in rows if r["m"] == size}
+        xs = [i + si * width for i in range(len(algos))]
+        ax.bar(xs, [by_algo.get(a, 0) / 1e3 for a in algos], width, label=f"{size}")
+        if "cublas" in by_algo:
+            ax.hlines(by_algo["cublas"] / 1e3, -0.5, len(algos) - 0.5, colors=f"C{si}", linestyles="dashed",
+                      linewidth=1)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(algos))], algos, rotation=20)
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f'GEMM ladder, {data["precision"]} (dashed: cuBLAS at each size)\n{subtitle(data)}', fontsize=10)
+    ax.legend(title="m = n = k", fontsize=8)
+    save(fig, figures_dir, f'ladder_{data["precision"]}.png')
+
+
+def tsm2_rows(data, algo, precision, layout="col_major", grid=True):
+    out = {}
+    for r in data["results"]:
+        if r["algo"] != algo or r["precision"] != precision or r["a_layout"] != layout:
+            continue
+        if grid != (r["rows"] == r["inner"]) or not (r.get("supported") and r.get("check_passed")):
+            continue
+        out[(r["rows"], r["k"])] = r
+    return out
+
+
+def plot_tsm2(data, figures_dir):
+    """TSM2 and cuBLAS bandwidth against the read ceiling (the paper's Figs. 5-7): one panel per precision."""
+    ceiling = data["read_ceiling"]["gbs"]
+    precisions = [p for p in ("float", "double") if tsm2_rows(data, "tsm2", p)]
+    if not precisions:
+        return
+    fig, axes = plt.subplots(1, len(precisions), figsize=(6 * len(precisions), 4.2), squeeze=False)
+    for ax, precision in zip(axes[0], precisions):
+        tsm2, cublas = tsm2_rows(data, "tsm2", precision), tsm2_rows(data, "cublas", precision)
+        shapes = sorted(tsm2)
+        labels = [f"n={n // 1024}k\nk={k}" for n, k in shapes]
+        xs = range(len(shapes))
+        ax.bar([x - 0.2 for x in xs], [cublas[s]["gbs"] if s in cublas else 0 for s in shapes], 0.4, label="cuBLAS")
+        ax.bar([x + 0.2 for x in xs], [tsm2[s]["gbs"] for s in shapes], 0.4, label="tsm2")
+        ax.axhline(ceiling, color="k", linestyle="dashed", linewidth=1, label=f"read ceiling {ceiling:.0f} GB/s")
+        ax.set_xticks(list(xs), labels, fontsize=7)
+        ax.set_ylabel("GB/s (bytes of A / time)")
+        ax.set_title(f"A n x n column-major times B n x k, {precision}", fontsize=10)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Tall-and-skinny GEMM against the streaming-read ceiling\n{subtitle(data)}", fontsize=10)
+    save(fig, figures_dir, "tsm2_bandwidth.png")
+
+
+def plot_ablation(data, figures_dir):
+    """The paper's Fig. 4: V1-V3 (and tsm2) as speedups over V0 on the grid."""
+    versions = ["tsm2_v1", "tsm2_v2", "tsm2_v3", "tsm2"]
+    precisions = [p for p in ("float", "double") if tsm2_rows(data, "tsm2_v0", p)]
+    if not precisions:
+        return
+    fig, axes = plt.subplots(1, len(precisions), figsize=(6 * len(precisions), 4.2), squeeze=False)
+    for ax, precision in zip(axes[0], precisions):
+        v0 = tsm2_rows(data, "tsm2_v0", precision)
+        shapes = sorted(v0)
+        width = 0.8 / len(versions)
+        for vi, version in enumerate(versions):
+            rows = tsm2_rows(data, version, precision)
+            ys = [v0[s]["median_ms"] / rows[s]["median_ms"] if s in rows else 0 for s in shapes]
+            ax.bar([i + vi * width for i in range(len(shapes))], ys, width, label=version)
+        ax.set_yscale("log")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(shapes))],
+                      [f"n={n // 1024}k\nk={k}" for n, k in shapes], fontsize=7)
+        ax.set_ylabel("speedup over V0 (log)")
+        ax.set_title(f"TSM2 versions, {precision}", fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Ablation (the paper's Fig. 4)\n{subtitle(data)}", fontsize=10)
+    save(fig, figures_dir, "tsm2_ablation.png")
+
+
+def main():
+    results_dir = sys.argv[1] if len(sys.argv) > 1 else "bench/results/h100"
+    figures_dir = sys.argv[2] if len(sys.argv) > 2 else "bench/figures"
+    os.makedirs(figures_dir, exist_ok=True)
+    newest = load_newest(results_dir)
+    for (benchmark, _), data in sorted(newest.items()):
+        if benchmark == "gemm-bench":
+            plot_ladder(data, figures_dir)
+    tsm2_runs = [d for (b, _), d in newest.items() if b == "tsm2-bench"]
+    if tsm2_runs:
+        plot_tsm2(max(tsm2_runs, key=lambda d: d["date"]), figures_dir)
+    if ("tsm2-bench", "ablation") in newest:
+        plot_ablation(newest[("tsm2-bench", "ablation")], figures_dir)
+    for plotter in EXTRA_PLOTTERS:
+        plotter(newest, figures_dir)
+
+
+EXTRA_PLOTTERS = []  # K-means and ABFT figures register here (see below)
+
+if __name__ == "__main__":
+    main()
