@@ -38,14 +38,14 @@ if [ "${TUNE_BASE:-1}" != 0 ]; then
 fi
 
 for prec in float double; do
-  for split in 16 32 64; do
+  for split in 12 16 24; do
     for t1 in 64 128; do
       run "cm_${prec}_s${split}_t${t1}" SKINNY_TSM2_SPLIT=$split SKINNY_TSM2_T1=$t1 -- \
         --precision $prec --sizes 10240 --ks 8,16 --no-kmeans-shape
     done
   done
-  for v in 0 3283 845 3245 1644; do
-    run "rm_${prec}_v${v}" SKINNY_TSM2_RM_VARIANT=$v -- --precision $prec --sizes 10240 --ks 16 --grid-layouts row
+  for t2 in 0 8; do  # k = 16 on row-major A in one pass, or two passes of 8 (the second from L2)
+    run "rm_${prec}_maxt2_${t2}" SKINNY_TSM2_MAX_T2=$t2 -- --precision $prec --no-grid
   done
 done
 

@@ -45,7 +45,6 @@
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 namespace skinny::gemm::detail {
@@ -274,19 +273,22 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
 // ---------------------------------------------------------------------------------------------------
 // Row-major A.
 
-template <class T, int VEC, int T2, int LG_ = 8, int RMAX = 8, int S_ = 3>
+// Measured on the H100 (262144 x 4096, k = 16): a whole warp per row (LG = 32), 16 lanes, or 4 rows per
+// group with 4-5 stages were all slower than 8 lanes x 8 rows x 3 stages (float 53-70 % against 84 % of
+// the read ceiling): fewer rows per group re-read B from shared memory more often than the extra warps gain.
+template <class T, int VEC, int T2>
 struct RmCfg {
   using V = typename VecOf<T, VEC>::type;
-  static constexpr int LG = LG_;                 ///< lanes sharing a row (8 x 16 bytes = a 128-byte line)
+  static constexpr int LG = 8;                   ///< lanes sharing a row (8 x 16 bytes = a 128-byte line)
   static constexpr int STEP = LG * VEC;          ///< inner elements a lane group covers per stage
-  static constexpr int S = S_;                   ///< stages in the ring
-  static constexpr int SPC = LG >= 32 ? (S > 3 ? 4 : 2) : (S > 5 ? 8 : 4);  ///< stages per B chunk
+  static constexpr int S = 3;                    ///< stages in the ring
+  static constexpr int SPC = 4;                  ///< stages per B chunk
   static constexpr int KC = SPC * STEP;          ///< inner elements per B chunk
   static constexpr int LDT = KC + 16 / int(sizeof(T));  ///< padded row of the B^T tile (16-byte aligned)
   /// Rows per lane group: accumulators R x T2 within 128 32-bit registers (64 at t2 = 32, where the
   /// B words of a stage need more), at most 8.
   static constexpr int R_raw = (T2 >= 32 ? 64 : 128) / (T2 * int(sizeof(T)) / 4);
-  static constexpr int R = R_raw > RMAX ? RMAX : (R_raw < 1 ? 1 : R_raw);
+  static constexpr int R = R_raw > 8 ? 8 : (R_raw < 1 ? 1 : R_raw);
   static_assert(SPC >= S - 1, "a chunk's B must arrive within S - 1 stages");
   static std::size_t smem(int t1) { return sizeof(V) * S * R * t1 + sizeof(T) * 2 * T2 * LDT; }
   __host__ __device__ static int rows_per_block(int t1) { return t1 / LG * R; }
@@ -294,9 +296,9 @@ struct RmCfg {
   static int bytes_in_flight_per_thread() { return (S - 1) * R * int(sizeof(V)); }
 };
 
-template <class T, int VEC, int T2, int LG_, int RMAX, int S_>
+template <class T, int VEC, int T2>
 __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
-  using Cfg = RmCfg<T, VEC, T2, LG_, RMAX, S_>;
+  using Cfg = RmCfg<T, VEC, T2>;
   using V = typename Cfg::V;
   constexpr int LG = Cfg::LG, STEP = Cfg::STEP, S = Cfg::S, SPC = Cfg::SPC, KC = Cfg::KC, LDT = Cfg::LDT,
                 R = Cfg::R;
@@ -435,15 +437,15 @@ struct KernelInfo {
   int (*rows_per_block)(int t1) = nullptr;
 };
 
-template <class T, bool RM, int VEC, int T2, int LG = 8, int RMAX = 8, int S = 3>
+template <class T, bool RM, int VEC, int T2>
 KernelInfo info() {
   KernelInfo k;
   k.t2 = T2;
   k.vec = VEC;
   k.row_major = RM;
   if constexpr (RM) {
-    using C = RmCfg<T, VEC, T2, LG, RMAX, S>;
-    k.fn = reinterpret_cast<const void*>(&tsm2_rm_kernel<T, VEC, T2, LG, RMAX, S>);
+    using C = RmCfg<T, VEC, T2>;
+    k.fn = reinterpret_cast<const void*>(&tsm2_rm_kernel<T, VEC, T2>);
     k.loads_in_flight = C::loads_in_flight();
     k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
     k.kc = C::KC;
@@ -466,10 +468,8 @@ KernelInfo info() {
 ///   SKINNY_TSM2_SPLIT=n       this split of the inner dimension (rounded to whole B chunks)
 ///   SKINNY_TSM2_PARTIAL_CAP=f cap on partial-sum traffic as a fraction of bytes(A)
 ///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
-///   SKINNY_TSM2_RM_VARIANT=v  row-major kernel variant, lanes/row rows/group stages as digits:
-///                             3283 (32, 8, 3), 845 (8, 4, 5), 3245 (32, 4, 5), 1644 (16, 4, 4)
 struct Tuning {
-  int t1 = 0, split = 0, rm_variant = 0, max_t2 = 0;
+  int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
 };
 const Tuning& tuning() {
@@ -479,7 +479,6 @@ const Tuning& tuning() {
     r.t1 = static_cast<int>(num("SKINNY_TSM2_T1"));
     r.split = static_cast<int>(num("SKINNY_TSM2_SPLIT"));
     r.partial_cap = num("SKINNY_TSM2_PARTIAL_CAP");
-    r.rm_variant = static_cast<int>(num("SKINNY_TSM2_RM_VARIANT"));
     r.max_t2 = static_cast<int>(num("SKINNY_TSM2_MAX_T2"));
     return r;
   }();
@@ -492,22 +491,6 @@ template <class T, bool RM>
 KernelInfo pick_kernel(bool vec, int t2) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   if (!vec) return t2 <= 8 ? info<T, RM, 1, 8>() : info<T, RM, 1, 32>();
-  if constexpr (RM) {
-    // Experiments (SKINNY_TSM2_RM_VARIANT=lanes x rows x stages) for t2 <= 16.
-    const int v = tuning().rm_variant;
-    if (v != 0 && t2 <= 16) {
-      const int t2i = t2 <= 4 ? 4 : t2 <= 8 ? 8 : 16;
-      auto pick = [&](auto lg, auto rmax, auto st) {
-        constexpr int LG = decltype(lg)::value, RM_ = decltype(rmax)::value, ST = decltype(st)::value;
-        return t2i == 4 ? info<T, RM, kVec, 4, LG, RM_, ST>()
-               : t2i == 8 ? info<T, RM, kVec, 8, LG, RM_, ST>() : info<T, RM, kVec, 16, LG, RM_, ST>();
-      };
-      if (v == 3283) return pick(std::integral_constant<int, 32>{}, std::integral_constant<int, 8>{}, std::integral_constant<int, 3>{});
-      if (v == 845) return pick(std::integral_constant<int, 8>{}, std::integral_constant<int, 4>{}, std::integral_constant<int, 5>{});
-      if (v == 3245) return pick(std::integral_constant<int, 32>{}, std::integral_constant<int, 4>{}, std::integral_constant<int, 5>{});
-      if (v == 1644) return pick(std::integral_constant<int, 16>{}, std::integral_constant<int, 4>{}, std::integral_constant<int, 4>{});
-    }
-  }
   if (t2 <= 4) return info<T, RM, kVec, 4>();
   if (t2 <= 8) return info<T, RM, kVec, 8>();
   if (t2 <= 16) return info<T, RM, kVec, 16>();
