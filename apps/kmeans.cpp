@@ -1,0 +1,300 @@
+// kmeans: Lloyd K-means on the GPU with a switchable GEMM backend, on a file or on synthetic blobs.
+//   kmeans --n 262144 --k 16 --backend tsm2             the main job (d = 4096, float)
+//   kmeans --input points.npy --k 8 --output-labels labels.npy --json result.json
+//   kmeans --n 65536 --k 16 --compare                   cuBLAS against every custom backend, end to end
+#include "common/app_main.hpp"
+#include "common/matrix_io.hpp"
+#include "common/timing.hpp"
+
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/gemm.hpp>
+#include <skinny/kmeans/kmeans.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace skinny::apps {
+namespace {
+
+struct KmeansOptions {
+  std::string input;              ///< data file (.npy, .csv, raw); empty: synthetic blobs
+  std::int64_t n = 262144;        ///< synthetic points
+  std::int64_t d = 4096;          ///< synthetic dimensions, or columns of a raw file
+  int k = 16;
+  std::string backend = "auto";
+  int iters = 100;
+  double tol = 1e-4;
+  std::string init = "k-means++";
+  std::string init_centroids;     ///< file of k x d initial centroids (implies --init given)
+  std::string output_labels, output_centroids;
+  bool compare = false;
+  bool quiet = false;
+  CommonOptions common;
+};
+
+/// What was read and checked before any GPU work (a malformed file is refused without a device).
+template <class T>
+struct Input {
+  std::optional<HostData<T>> data;  ///< empty: synthetic blobs
+  std::vector<T> initial;           ///< given initial centroids
+};
+
+void setup_kmeans(CLI::App& app, KmeansOptions& o) {
+  app.add_option("--input", o.input, "Data file: .npy (float32/float64, C order, 2-D), .csv (header optional), or raw "
+                                     "binary with --d (points are rows)");
+  app.add_option("--n", o.n, "Synthetic points (without --input)")->check(CLI::Range(std::int64_t(1), std::int64_t(INT32_MAX)))->capture_default_str();
+  app.add_option("--d", o.d, "Synthetic dimensions, or columns of a raw --input file")->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30))->capture_default_str();
+  app.add_option("--k", o.k, "Clusters")->check(CLI::Range(1, INT32_MAX))->capture_default_str();
+  app.add_option("--backend", o.backend, "GEMM for the distances")->check(CLI::IsMember(gemm::algo_names()))->capture_default_str();
+  app.add_option("--iters", o.iters, "Lloyd iterations at most")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("--tol", o.tol, "Stop when the squared centroid shift <= tol x mean feature variance (0: run all --iters)")
+      ->capture_default_str();
+  app.add_option("--init", o.init, "Initial centroids")->check(CLI::IsMember({"k-means++", "kmeans++", "random"}))->capture_default_str();
+  app.add_option("--init-centroids", o.init_centroids, "File of k x d initial centroids (.npy or .csv)");
+  app.add_option("--output-labels", o.output_labels, "Write the labels (.npy int32 or .csv)");
+  app.add_option("--output-centroids", o.output_centroids, "Write the centroids (.npy or .csv)");
+  app.add_flag("--compare", o.compare, "Run cuBLAS and every custom backend that can do the shape; print the end-to-end table");
+  app.add_flag("--quiet", o.quiet, "No per-iteration progress lines");
+  add_common_options(app, o.common, {"float", "double"});
+}
+
+kmeans::Init init_of(const KmeansOptions& o) {
+  if (!o.init_centroids.empty()) return kmeans::Init::given;
+  return o.init == "random" ? kmeans::Init::random : kmeans::Init::kmeans_plus_plus;
+}
+
+/// Reads and checks everything a file or the flags can get wrong, before any GPU work.
+template <class T>
+Input<T> read_input(KmeansOptions& o) {
+  Input<T> in;
+  if (!(o.tol >= 0) || !std::isfinite(o.tol))
+    throw std::invalid_argument("--tol " + std::to_string(o.tol) + " must be a finite number >= 0");
+  if (!o.input.empty()) {
+    ReadOptions ro;
+    ro.raw_cols = o.d;
+    ro.raw_type = sizeof(T) == 8 ? RawType::f64 : RawType::f32;
+    in.data = read_matrix<T>(o.input, ro);
+    o.n = in.data->rows;
+    o.d = in.data->cols;
+  }
+  if (o.k > o.n)
+    throw std::invalid_argument("--k " + std::to_string(o.k) + " is larger than the number of points (" +
+                                std::to_string(o.n) + ")");
+  if (!o.init_centroids.empty()) {
+    const HostData<T> c = read_matrix<T>(o.init_centroids);
+    if (c.rows != o.k || c.cols != o.d)
+      throw std::invalid_argument(o.init_centroids + ": holds " + std::to_string(c.rows) + " x " + std::to_string(c.cols) +
+                                  " centroids, need k x d = " + std::to_string(o.k) + " x " + std::to_string(o.d));
+    in.initial = c.values;
+  }
+  for (const std::string* path : {&o.output_labels, &o.output_centroids})
+    if (!path->empty()) {
+      check_output_format(*path);
+      check_writable(*path);
+    }
+  return in;
+}
+
+template <class T>
+double device_bytes(const KmeansOptions& o) {
+  const double n = double(o.n), d = double(o.d), k = double(o.k);
+  const double chunk = std::min(n, std::max(1.0, double(32 << 20) / (k * sizeof(T))));
+  return n * d * sizeof(T)                    // X
+         + n * (3 * sizeof(T) + 4 * 5)         // norms, distances, g for k-means++, labels, sort keys and indices
+         + (n / 256 + k + 1) * d * 8           // partial sums of the update
+         + k * d * (2 * sizeof(T) + 16)        // centroids and their sums
+         + chunk * k * sizeof(T) + (64 << 20);  // cross terms of a chunk, library scratch
+}
+
+struct Run {
+  std::string backend;
+  bool supported = true;
+  std::string reason;
+  double median_ms = 0, total_ms = 0;
+  double distances_ms = 0, argmin_ms = 0, update_ms = 0;  ///< per iteration
+  int n_iter = 0;
+  bool converged = false;
+  double inertia = 0;
+  std::int64_t labels_differ = 0;  ///< from the first (cuBLAS) run, in --compare
+};
+
+template <class T>
+Run summarise(const std::string& backend, const kmeans::Result<T>& r) {
+  Run run;
+  run.backend = backend;
+  run.median_ms = median(r.timing.iteration_ms);
+  for (double ms : r.timing.iteration_ms) run.total_ms += ms;
+  const double iters = r.n_iter > 0 ? r.n_iter : 1;
+  run.distances_ms = r.timing.distances_ms / iters;
+  run.argmin_ms = r.timing.argmin_ms / iters;
+  run.update_ms = r.timing.update_ms / iters;
+  run.n_iter = r.n_iter;
+  run.converged = r.converged;
+  run.inertia = r.inertia;
+  return run;
+}
+
+template <class T>
+int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
+  const bool synthetic = !in.data;
+  require_gpu_memory(device_bytes<T>(o), "k-means on " + std::to_string(o.n) + " x " + std::to_string(o.d) + " " + o.common.precision,
+                     "; use --precision float, a smaller --n or --d");
+  cudaStream_t stream = nullptr;
+  SKINNY_CUDA_TRY(cudaStreamCreate(&stream));
+  Context ctx(stream);
+  DeviceBuffer<T> x(static_cast<std::size_t>(o.n) * static_cast<std::size_t>(o.d));
+  std::vector<std::int32_t> truth;
+  if (synthetic)
+    truth = kmeans::make_blobs<T>(ctx, x.data(), o.n, o.d, o.k, o.common.seed).labels;
+  else
+    x.copy_from(in.data->values);
+
+  kmeans::Params p;
+  p.k = o.k;
+  p.max_iter = o.iters;
+  p.tol = o.tol;
+  p.init = init_of(o);
+  p.seed = o.common.seed;
+  p.backend = gemm::algo_from_name(o.backend);
+  const std::string resolved = o.backend == "auto"
+      ? "auto -> " + std::string(gemm::to_string(gemm::choose(ctx, gemm::Arguments<T>{
+            gemm::row_major<const T>(x.data(), o.n, o.d), gemm::col_major<const T>(x.data(), o.d, o.k),
+            gemm::row_major(x.data(), o.n, o.k)})))
+      : o.backend;
+  std::printf("kmeans on %s: n = %lld, d = %lld, k = %d, %s, backend %s, %s data\n", device_name().c_str(),
+              static_cast<long long>(o.n), static_cast<long long>(o.d), o.k, o.common.precision.c_str(),
+              resolved.c_str(), synthetic ? "synthetic blob" : o.input.c_str());
+  if (!o.quiet)
+    p.progress = [](const kmeans::IterationInfo& i) {
+      std::printf("  iter %4d  inertia %.6e  shift %.3e  %.3f ms\n", i.iteration, i.inertia, i.shift, i.ms);
+    };
+  const kmeans::Result<T> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial);
+  const Run main_run = summarise(o.backend, r);
+  std::printf("inertia %.9e after %d iterations (%s); median %.3f ms per iteration (distances %.3f, argmin %.3f, "
+              "update %.3f ms); init %.1f ms\n",
+              r.inertia, r.n_iter, r.converged ? "converged" : "max iterations", main_run.median_ms,
+              main_run.distances_ms, main_run.argmin_ms, main_run.update_ms, r.timing.init_ms);
+  double ari = NAN;
+  if (synthetic) {
+    ari = kmeans::adjusted_rand_index(truth, r.labels);
+    std::printf("adjusted Rand index against the true blobs: %.6f\n", ari);
+  }
+
+  std::vector<Run> compared;
+  if (o.compare) {
+    kmeans::Params cp = p;
+    cp.progress = nullptr;
+    std::vector<std::int32_t> reference_labels;
+    for (const auto& info : gemm::algorithms()) {
+      const std::string name(info.name);
+      cp.backend = info.algo;
+      Run run;
+      try {
+        const kmeans::Result<T> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial);
+        run = summarise(name, rr);
+        if (reference_labels.empty()) reference_labels = rr.labels;  // cuBLAS comes first in the registry
+        for (std::size_t i = 0; i < rr.labels.size(); ++i) run.labels_differ += rr.labels[i] != reference_labels[i];
+      } catch (const std::invalid_argument& e) {
+        run.backend = name;
+        run.supported = false;
+        run.reason = e.what();
+      }
+      compared.push_back(run);
+    }
+    std::printf("\nend to end, %d iterations from the same initial centroids (k-means++ seed %llu):\n", cp.max_iter,
+                static_cast<unsigned long long>(cp.seed));
+    std::printf("%-12s %10s %10s %10s %10s %9s %8s %13s\n", "backend", "ms/iter", "distances", "argmin", "update",
+                "speedup", "iters", "labels!=cuBLAS");
+    for (const Run& run : compared) {
+      if (!run.supported) {
+        std::printf("%-12s   cannot run this shape: %s\n", run.backend.c_str(), run.reason.c_str());
+        continue;
+      }
+      std::printf("%-12s %10.3f %10.3f %10.3f %10.3f %8.2fx %8d %13lld\n", run.backend.c_str(), run.median_ms,
+                  run.distances_ms, run.argmin_ms, run.update_ms, compared[0].median_ms / run.median_ms, run.n_iter,
+                  static_cast<long long>(run.labels_differ));
+    }
+  }
+
+  if (!o.output_labels.empty()) write_matrix(o.output_labels, r.labels.data(), o.n, 1);
+  if (!o.output_centroids.empty()) write_matrix(o.output_centroids, r.centroids.data(), o.k, o.d);
+  if (!o.common.json.empty()) {
+    JsonWriter json;
+    json.begin_object().field("benchmark", "kmeans").field("precision", o.common.precision);
+    write_environment(json);
+    json.field("n", o.n).field("d", o.d).field("k", o.k).field("backend", o.backend).field("backend_resolved", resolved)
+        .field("init", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
+        .field("max_iter", o.iters).field("data", synthetic ? "blobs" : o.input);
+    json.field("inertia_", r.inertia).field("n_iter_", r.n_iter).field("converged", r.converged);
+    if (synthetic) json.field("adjusted_rand_index", ari);
+    json.field("median_iteration_ms", main_run.median_ms).field("distances_ms_per_iteration", main_run.distances_ms)
+        .field("argmin_ms_per_iteration", main_run.argmin_ms).field("update_ms_per_iteration", main_run.update_ms)
+        .field("init_ms", r.timing.init_ms);
+    json.key("iteration_ms").begin_array();
+    for (double ms : r.timing.iteration_ms) json.value(ms);
+    json.end_array();
+    json.key("cluster_centers_").begin_array();
+    for (std::int64_t c = 0; c < o.k; ++c) {
+      json.begin_array();
+      for (std::int64_t j = 0; j < o.d; ++j) json.value(double(r.centroids[std::size_t(c * o.d + j)]));
+      json.end_array();
+    }
+    json.end_array();
+    if (o.n <= 100000) {
+      json.key("labels_").begin_array();
+      for (auto l : r.labels) json.value(int(l));
+      json.end_array();
+    } else {
+      json.field("labels_", "omitted for n > 100000: use --output-labels");
+    }
+    if (o.compare) {
+      json.key("compare").begin_array();
+      for (const Run& run : compared) {
+        json.begin_object().field("backend", run.backend).field("supported", run.supported).field("reason", run.reason);
+        if (run.supported)
+          json.field("median_iteration_ms", run.median_ms).field("distances_ms_per_iteration", run.distances_ms)
+              .field("argmin_ms_per_iteration", run.argmin_ms).field("update_ms_per_iteration", run.update_ms)
+              .field("total_ms", run.total_ms).field("n_iter", run.n_iter).field("inertia", run.inertia)
+              .field("speedup_vs_cublas", compared[0].median_ms / run.median_ms)
+              .field("labels_differing_from_cublas", run.labels_differ);
+        json.end_object();
+      }
+      json.end_array();
+    }
+    json.end_object();
+    write_file_atomically(o.common.json, json.str());
+  }
+  SKINNY_CUDA_TRY(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace skinny::apps
+
+int main(int argc, char** argv) {
+  using namespace skinny::apps;
+  CLI::App app{"Lloyd K-means on the GPU; the distances' cross term through cuBLAS or skinny's kernels", "kmeans"};
+  KmeansOptions options;
+  setup_kmeans(app, options);
+  Input<float> input_f;
+  Input<double> input_d;
+  // Everything that can be checked without a GPU is checked while parsing: bad input fails the same
+  // way on a machine with no device.
+  app.callback([&] {
+    try {
+      if (options.common.precision == "double")
+        input_d = read_input<double>(options);
+      else
+        input_f = read_input<float>(options);
+    } catch (const std::exception& e) {
+      throw CLI::ValidationError(e.what());
+    }
+  });
+  return run_app(app, argc, argv, options.common, [&] {
+    return options.common.precision == "double" ? run_kmeans_typed<double>(options, input_d)
+                                                : run_kmeans_typed<float>(options, input_f);
+  });
+}

@@ -1,0 +1,101 @@
+// Lloyd K-means on the GPU with the distance trick ||x||^2 + ||c||^2 - 2 x.c, the cross term through the
+// gemm library's backend (cuBLAS or ours), deterministic from the seed.
+//
+//   skinny::Context ctx(stream);
+//   skinny::kmeans::Params p;  p.k = 16;  p.backend = skinny::gemm::Algo::tsm2;
+//   auto r = skinny::kmeans::fit<float>(ctx, dX, n, d, p);     // dX: n x d row-major on the device
+//   r.centroids (k x d), r.labels (n), r.inertia, r.n_iter, r.converged, r.timing
+#pragma once
+
+#include <skinny/gemm/context.hpp>
+#include <skinny/gemm/gemm.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace skinny::kmeans {
+
+enum class Init {
+  kmeans_plus_plus,  ///< k-means++: each next centroid drawn with probability proportional to D(x)^2
+  random,            ///< k distinct points drawn uniformly
+  given,             ///< the caller's centroids (fit's `initial_centroids`)
+};
+
+/// One Lloyd iteration, as reported to Params::progress.
+struct IterationInfo {
+  int iteration = 0;     ///< 1-based
+  double inertia = 0;    ///< sum of squared distances to the nearest centroid, before this update
+  double shift = 0;      ///< sum over centroids of the squared distance each moved
+  double ms = 0;         ///< GPU time of the iteration
+};
+
+struct Params {
+  int k = 8;                        ///< number of clusters, 1 <= k <= n
+  int max_iter = 100;               ///< Lloyd iterations at most
+  /// scikit-learn's meaning: stop once the sum of squared centroid shifts is <= tol times the mean
+  /// per-feature variance of X. tol = 0 runs exactly max_iter iterations.
+  double tol = 1e-4;
+  Init init = Init::kmeans_plus_plus;
+  std::uint64_t seed = 0;           ///< seeds k-means++ and random initialisation
+  /// GEMM for the cross term X C^T: any registry algorithm that can do the shape, or automatic.
+  gemm::Algo backend = gemm::Algo::automatic;
+  /// Called after each iteration when set (progress lines); costs nothing when empty.
+  std::function<void(const IterationInfo&)> progress;
+};
+
+/// GPU time spent in each phase over the whole fit, and per iteration.
+struct PhaseTiming {
+  double distances_ms = 0;  ///< the GEMMs X C^T
+  double argmin_ms = 0;     ///< nearest centroid, inertia, counts
+  double update_ms = 0;     ///< centroid sums and means, empty clusters, shift
+  double init_ms = 0;       ///< norms, variance and the initial centroids
+  std::vector<double> iteration_ms;  ///< GPU time of each iteration
+};
+
+template <class T>
+struct Result {
+  std::int64_t k = 0, d = 0;
+  std::vector<T> centroids;           ///< k x d row-major
+  std::vector<std::int32_t> labels;   ///< n: index of the nearest centroid (ties: the lowest index)
+  double inertia = 0;                 ///< with the returned centroids and labels
+  int n_iter = 0;                     ///< iterations run
+  bool converged = false;             ///< stopped by tol before max_iter
+  PhaseTiming timing;
+};
+
+/// Clusters the n x d row-major matrix X on the device (leading dimension d). `initial_centroids`
+/// (k x d row-major, host memory) is required when params.init == Init::given and ignored otherwise.
+/// Throws std::invalid_argument naming the offending values (k < 1, k > n, n or d < 1, max_iter < 1,
+/// tol < 0 or NaN, a backend that cannot do the shape, missing or non-finite given centroids).
+template <class T>
+Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
+              const std::vector<T>& initial_centroids = {});
+
+/// Labels of the n x d points X (device) for the k x d centroids (host), through `backend`.
+template <class T>
+std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std::int64_t d,
+                                  const std::vector<T>& centroids, std::int64_t k,
+                                  gemm::Algo backend = gemm::Algo::automatic);
+
+/// Gaussian blobs generated on the GPU: point i belongs to blob i % k; centres uniform in
+/// [-center_box, center_box]^d; each coordinate N(centre, stddev^2). A pure function of the seed.
+template <class T>
+struct Blobs {
+  std::vector<T> centers;            ///< k x d
+  std::vector<std::int32_t> labels;  ///< n
+};
+template <class T>
+Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, std::uint64_t seed,
+                    double stddev = 1.0, double center_box = 10.0);
+
+/// Adjusted Rand index of two labelings of the same points (1: identical up to renaming).
+double adjusted_rand_index(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b);
+
+/// CPU reference Lloyd (double arithmetic) with the same rules as fit: from the same initial centroids
+/// it gives the same labels. `x` is n x d row-major on the host.
+template <class T>
+Result<T> reference_fit(const std::vector<T>& x, std::int64_t n, std::int64_t d, const Params& params,
+                        const std::vector<T>& initial_centroids);
+
+}  // namespace skinny::kmeans

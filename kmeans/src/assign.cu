@@ -1,0 +1,182 @@
+// Norms, the fused argmin + inertia + counts of the assignment step, and small reductions.
+#include "detail.hpp"
+
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/errors.hpp>
+
+#include <thrust/execution_policy.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace skinny::kmeans::detail {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+unsigned blocks_for_warps(std::int64_t warps) {
+  return static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+/// Sum over the warp in a fixed butterfly order: every lane gets the same, reproducible total.
+__device__ double warp_sum(double v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+template <class T>
+__global__ void row_sq_norms_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, T* __restrict__ out) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const T* r = x + row * d;
+  double s = 0;
+  for (std::int64_t j = lane; j < d; j += 32) {
+    const double v = r[j];
+    s += v * v;
+  }
+  s = warp_sum(s);
+  if (lane == 0) out[row] = static_cast<T>(s);
+}
+
+/// part[piece][j] = sum over this piece's rows of f(x_ij); pieces are fixed row ranges, so the order of
+/// every sum is fixed. f(x) = x (pass 1) or (x - mean_j)^2 (pass 2).
+template <class T>
+__global__ void column_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, std::int64_t rows_per_piece,
+                                   const double* __restrict__ mean, double* __restrict__ part) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * rows_per_piece;
+  const std::int64_t r1 = r0 + rows_per_piece < n ? r0 + rows_per_piece : n;
+  double s = 0;
+  const double m = mean ? mean[j] : 0.0;
+  for (std::int64_t i = r0; i < r1; ++i) {
+    const double v = static_cast<double>(x[i * d + j]) - m;
+    s += mean ? v * v : v;
+  }
+  part[static_cast<std::int64_t>(blockIdx.y) * d + j] = s;
+}
+
+__global__ void add_pieces_kernel(const double* __restrict__ part, std::int64_t pieces, std::int64_t d, double scale,
+                                  double* __restrict__ out) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  double s = 0;
+  for (std::int64_t p = 0; p < pieces; ++p) s += part[p * d + j];
+  out[j] = s * scale;
+}
+
+template <class T>
+__global__ void argmin_kernel(const T* __restrict__ g, std::int64_t rows, std::int64_t k, const T* __restrict__ xnorm,
+                              const T* __restrict__ cnorm, std::int32_t* __restrict__ labels, T* __restrict__ mindist,
+                              int* __restrict__ counts) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const T xn = xnorm[row];
+  const T* gr = g + row * k;
+  T best = T(0);
+  int best_j = INT_MAX;
+  for (std::int64_t j = lane; j < k; j += 32) {  // each lane sees increasing j: keeps its first minimum
+    const T dist = xn + cnorm[j] - T(2) * gr[j];
+    if (best_j == INT_MAX || dist < best) {
+      best = dist;
+      best_j = static_cast<int>(j);
+    }
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    const T other = __shfl_xor_sync(0xffffffffu, best, off);
+    const int other_j = __shfl_xor_sync(0xffffffffu, best_j, off);
+    if (other_j != INT_MAX && (best_j == INT_MAX || other < best || (other == best && other_j < best_j))) {
+      best = other;
+      best_j = other_j;
+    }
+  }
+  if (lane == 0) {
+    labels[row] = best_j;
+    mindist[row] = best > T(0) ? best : T(0);
+    atomicAdd(counts + best_j, 1);
+  }
+}
+
+template <class T>
+__global__ void min_distance_kernel(double* __restrict__ d2, const T* __restrict__ g, const T* __restrict__ xnorm,
+                                    T cnorm, std::int64_t n, bool first) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double v = static_cast<double>(xnorm[i] + cnorm - T(2) * g[i]);
+  v = v > 0 ? v : 0;
+  d2[i] = first || v < d2[i] ? v : d2[i];
+}
+
+}  // namespace
+
+std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes) {
+  const std::int64_t budget = std::int64_t(32) << 20;
+  return std::max<std::int64_t>(1, std::min<std::int64_t>(n, budget / (k * elem_bytes)));
+}
+
+template <class T>
+void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, T* out, cudaStream_t stream) {
+  row_sq_norms_kernel<<<blocks_for_warps(n), kThreads, 0, stream>>>(x, n, d, out);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+double mean_feature_variance(const T* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
+  const std::int64_t pieces = std::min<std::int64_t>(n, 256);
+  const std::int64_t rows_per_piece = (n + pieces - 1) / pieces;
+  DeviceBuffer<double> part(static_cast<std::size_t>(pieces * d)), mean(static_cast<std::size_t>(d)),
+      var(static_cast<std::size_t>(d));
+  const dim3 grid(static_cast<unsigned>((d + kThreads - 1) / kThreads), static_cast<unsigned>(pieces));
+  const unsigned cols = static_cast<unsigned>((d + kThreads - 1) / kThreads);
+  column_sums_kernel<<<grid, kThreads, 0, stream>>>(x, n, d, rows_per_piece, nullptr, part.data());
+  SKINNY_CHECK_LAUNCH();
+  add_pieces_kernel<<<cols, kThreads, 0, stream>>>(part.data(), pieces, d, 1.0 / double(n), mean.data());
+  SKINNY_CHECK_LAUNCH();
+  column_sums_kernel<<<grid, kThreads, 0, stream>>>(x, n, d, rows_per_piece, mean.data(), part.data());
+  SKINNY_CHECK_LAUNCH();
+  add_pieces_kernel<<<cols, kThreads, 0, stream>>>(part.data(), pieces, d, 1.0 / double(n), var.data());
+  SKINNY_CHECK_LAUNCH();
+  return sum(var.data(), d, stream) / double(d);
+}
+
+template <class T>
+void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
+            T* mindist, int* counts, cudaStream_t stream) {
+  argmin_kernel<<<blocks_for_warps(rows), kThreads, 0, stream>>>(g, rows, k, xnorm, cnorm, labels, mindist, counts);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+double sum(const T* values, std::int64_t count, cudaStream_t stream) {
+  const double s = thrust::transform_reduce(
+      thrust::cuda::par.on(stream), thrust::counting_iterator<std::int64_t>(0),
+      thrust::counting_iterator<std::int64_t>(count), [=] __device__(std::int64_t i) -> double { return double(values[i]); },
+      0.0, thrust::plus<double>());
+  SKINNY_CHECK_LAUNCH();
+  return s;
+}
+
+template <class T>
+void min_distance_update(double* d2, const T* g, const T* xnorm, T cnorm, std::int64_t n, bool first,
+                         cudaStream_t stream) {
+  min_distance_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(d2, g, xnorm,
+                                                                                                      cnorm, n, first);
+  SKINNY_CHECK_LAUNCH();
+}
+
+#define SKINNY_KMEANS_ASSIGN(T)                                                                                  \
+  template void row_sq_norms(const T*, std::int64_t, std::int64_t, T*, cudaStream_t);                          \
+  template double mean_feature_variance(const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
+  template void argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int32_t*, T*, int*,       \
+                       cudaStream_t);                                                                           \
+  template double sum(const T*, std::int64_t, cudaStream_t);                                                    \
+  template void min_distance_update(double*, const T*, const T*, T, std::int64_t, bool, cudaStream_t);
+SKINNY_KMEANS_ASSIGN(float)
+SKINNY_KMEANS_ASSIGN(double)
+
+}  // namespace skinny::kmeans::detail

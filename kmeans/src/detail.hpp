@@ -1,0 +1,88 @@
+// Internal pieces of the Lloyd loop; callers have validated their inputs (see lloyd.cu).
+#pragma once
+
+#include <skinny/kmeans/kmeans.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace skinny::kmeans::detail {
+
+/// out[i] = ||x_i||^2 for the n rows of the n x d row-major x, accumulated in double (one warp per row).
+template <class T>
+void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, T* out, cudaStream_t stream);
+
+/// Mean over features of the population variance of each column of x (two passes, double).
+template <class T>
+double mean_feature_variance(const T* x, std::int64_t n, std::int64_t d, cudaStream_t stream);
+
+/// Rows of X per distance chunk: the chunk's cross terms (rows x k) stay within ~32 MiB, so the
+/// argmin reads them from L2 and the full n x k matrix is never written when it would not fit there.
+std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes);
+
+/// For `rows` points: g (rows x k, row-major) holds x.c; label = argmin_j ||x||^2 + ||c_j||^2 - 2 g_j
+/// (ties: the lowest j), mindist = that distance clamped at 0, counts[label] += 1 (integer atomics:
+/// the same result in any order).
+template <class T>
+void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
+            T* mindist, int* counts, cudaStream_t stream);
+
+/// Sum of `count` values in double (deterministic).
+template <class T>
+double sum(const T* values, std::int64_t count, cudaStream_t stream);
+
+/// d2[i] = min(d2[i], ||x_i||^2 + ||c||^2 - 2 g[i]) clamped at 0 (k-means++ distances to the nearest chosen centre).
+template <class T>
+void min_distance_update(double* d2, const T* g, const T* xnorm, T cnorm, std::int64_t n, bool first,
+                         cudaStream_t stream);
+
+/// Generates blobs on the device (see make_blobs).
+template <class T>
+void blobs(T* x, T* centers, std::int64_t n, std::int64_t d, int k, std::uint64_t seed, double stddev,
+           double center_box, cudaStream_t stream);
+
+/// splitmix64: a counter-based generator; the same seed gives the same stream everywhere.
+inline std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// The centroid update of one iteration. Owns its device buffers; reused across iterations.
+template <class T>
+class Updater {
+ public:
+  Updater(std::int64_t n, std::int64_t d, std::int64_t k);
+  ~Updater();
+  Updater(const Updater&) = delete;
+  Updater& operator=(const Updater&) = delete;
+
+  /// New centroids from the labels: sums of each cluster's points in a fixed order (sort by label,
+  /// pieces of a cluster summed in double, pieces added in order), empty clusters moved to the points
+  /// farthest from their centroids (scikit-learn's rule), means. `counts` is updated for the moves.
+  /// Returns the sum of squared centroid shifts. Waits for the stream (the counts decide the work).
+  double update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c, T* new_c,
+                cudaStream_t stream);
+
+ private:
+  std::int64_t n_, d_, k_;
+  int vec_ = 1;
+  std::int32_t* keys_ = nullptr;  ///< labels, then sorted labels
+  std::int32_t* perm_ = nullptr;  ///< point indices sorted by label (stable)
+  std::int32_t* keys_out_ = nullptr;
+  std::int32_t* perm_in_ = nullptr;
+  void* sort_temp_ = nullptr;
+  std::size_t sort_temp_bytes_ = 0;
+  double* piece_sums_ = nullptr;  ///< [pieces][d]
+  std::int64_t piece_capacity_ = 0;
+  double* cluster_sums_ = nullptr;  ///< [k][d]
+  double* shift_parts_ = nullptr;   ///< [k][d]
+  std::int64_t* pieces_ = nullptr;  ///< per piece: start, length (into perm), cluster
+  std::int64_t* piece_begin_ = nullptr;  ///< [k + 1] first piece of each cluster
+  int* counts_ = nullptr;                 ///< the counts after empty-cluster moves
+};
+
+}  // namespace skinny::kmeans::detail

@@ -1,0 +1,230 @@
+// The centroid update, deterministic for any k and d: points sorted by label (a stable radix sort), each
+// cluster's sorted range cut into fixed pieces whose rows are gathered and summed in double, the pieces
+// of a cluster added in order, empty clusters moved to the farthest points, then the means and the shift.
+// It reads X once, in rows of d contiguous elements, at close to the streaming bandwidth.
+#include "detail.hpp"
+
+#include <skinny/gemm/errors.hpp>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <thrust/execution_policy.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/sequence.h>
+#include <thrust/transform_reduce.h>
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace skinny::kmeans::detail {
+namespace {
+
+constexpr std::int64_t kPiece = 256;  ///< points per piece: enough pieces to fill the GPU, few partial sums
+constexpr int kThreads = 128;
+constexpr int kBatch = 8;             ///< rows whose loads are in flight together per thread
+
+template <class T, int N> struct Vec;
+template <> struct Vec<float, 1> { using type = float; };
+template <> struct Vec<float, 4> { using type = float4; };
+template <> struct Vec<double, 1> { using type = double; };
+template <> struct Vec<double, 2> { using type = double2; };
+
+template <class T, int N, class V>
+__device__ __forceinline__ void accumulate(double (&acc)[N], const V& v) {
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] += static_cast<double>(e[i]);
+}
+
+/// Block (piece, column slice): sums the piece's rows (gathered through perm) over N * kThreads columns.
+template <class T, int N>
+__global__ void __launch_bounds__(kThreads) piece_sums_kernel(const T* __restrict__ x, std::int64_t d,
+                                                             const std::int32_t* __restrict__ perm,
+                                                             const std::int64_t* __restrict__ pieces,
+                                                             double* __restrict__ out) {
+  using V = typename Vec<T, N>::type;
+  const std::int64_t piece = blockIdx.x;
+  const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
+  if (j >= d) return;
+  const std::int64_t start = pieces[3 * piece], len = pieces[3 * piece + 1];
+  double acc[N] = {};
+  std::int64_t r = 0;
+  for (; r + kBatch <= len; r += kBatch) {
+    V v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) v[b] = *reinterpret_cast<const V*>(x + std::int64_t(perm[start + r + b]) * d + j);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) accumulate<T, N>(acc, v[b]);
+  }
+  for (; r < len; ++r) accumulate<T, N>(acc, *reinterpret_cast<const V*>(x + std::int64_t(perm[start + r]) * d + j));
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[piece * d + j + i] = acc[i];
+}
+
+/// cluster_sums[c][j] = the pieces of cluster c added in order.
+__global__ void cluster_sums_kernel(const double* __restrict__ piece_sums, const std::int64_t* __restrict__ piece_begin,
+                                    std::int64_t d, double* __restrict__ cluster_sums) {
+  const std::int64_t c = blockIdx.y;
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  double s = 0;
+  for (std::int64_t p = piece_begin[c]; p < piece_begin[c + 1]; ++p) s += piece_sums[p * d + j];
+  cluster_sums[c * d + j] = s;
+}
+
+/// Moves point `point` from cluster `from` to the empty cluster `to` (scikit-learn's relocation).
+template <class T>
+__global__ void move_point_kernel(const T* __restrict__ x, std::int64_t d, std::int64_t point, std::int64_t from,
+                                  std::int64_t to, double* __restrict__ cluster_sums) {
+  for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const double v = x[point * d + j];
+    cluster_sums[from * d + j] -= v;
+    cluster_sums[to * d + j] = v;
+  }
+}
+
+/// Means (clusters left empty keep their centroid) and each element's squared shift.
+template <class T>
+__global__ void means_kernel(const double* __restrict__ cluster_sums, const int* __restrict__ counts,
+                             const T* __restrict__ old_c, std::int64_t d, T* __restrict__ new_c,
+                             double* __restrict__ shift_parts) {
+  const std::int64_t c = blockIdx.y;
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  const std::int64_t idx = c * d + j;
+  const T value = counts[c] > 0 ? static_cast<T>(cluster_sums[idx] / counts[c]) : old_c[idx];
+  new_c[idx] = value;
+  const double delta = static_cast<double>(value) - static_cast<double>(old_c[idx]);
+  shift_parts[idx] = delta * delta;
+}
+
+template <class U>
+U* device_alloc(std::int64_t count) {
+  U* p = nullptr;
+  SKINNY_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&p), static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(U)));
+  return p;
+}
+
+int bits_for(std::int64_t k) {
+  int bits = 1;
+  while ((std::int64_t(1) << bits) < k) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+template <class T>
+Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k) : n_(n), d_(d), k_(k) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  vec_ = d % kVec == 0 ? kVec : 1;
+  keys_ = device_alloc<std::int32_t>(n);
+  keys_out_ = device_alloc<std::int32_t>(n);
+  perm_ = device_alloc<std::int32_t>(n);
+  perm_in_ = device_alloc<std::int32_t>(n);
+  SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_temp_bytes_, keys_, keys_out_, perm_in_, perm_,
+                                                  static_cast<int>(n), 0, bits_for(k)));
+  sort_temp_ = device_alloc<unsigned char>(static_cast<std::int64_t>(sort_temp_bytes_));
+  piece_capacity_ = n / kPiece + k + 1;
+  piece_sums_ = device_alloc<double>(piece_capacity_ * d);
+  cluster_sums_ = device_alloc<double>(k * d);
+  shift_parts_ = device_alloc<double>(k * d);
+  pieces_ = device_alloc<std::int64_t>(3 * piece_capacity_);
+  piece_begin_ = device_alloc<std::int64_t>(k + 1);
+  counts_ = device_alloc<int>(k);
+}
+
+template <class T>
+Updater<T>::~Updater() {
+  for (void* p : {static_cast<void*>(keys_), static_cast<void*>(keys_out_), static_cast<void*>(perm_),
+                  static_cast<void*>(perm_in_), sort_temp_, static_cast<void*>(piece_sums_),
+                  static_cast<void*>(cluster_sums_), static_cast<void*>(shift_parts_), static_cast<void*>(pieces_),
+                  static_cast<void*>(piece_begin_), static_cast<void*>(counts_)})
+    cudaFree(p);
+}
+
+template <class T>
+double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c,
+                          T* new_c, cudaStream_t stream) {
+  std::vector<int> counts(static_cast<std::size_t>(k_));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts.data(), counts_dev, counts.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
+
+  // Points sorted by label; the radix sort is stable, so each cluster's points stay in index order.
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_, labels, static_cast<std::size_t>(n_) * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToDevice, stream));
+  thrust::sequence(thrust::cuda::par_nosync.on(stream), perm_in_, perm_in_ + n_);
+  SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_temp_, sort_temp_bytes_, keys_, keys_out_, perm_in_, perm_,
+                                                  static_cast<int>(n_), 0, bits_for(k_), stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // counts on the host decide the pieces
+
+  std::vector<std::int64_t> pieces, begin(static_cast<std::size_t>(k_ + 1), 0);
+  std::int64_t offset = 0;
+  for (std::int64_t c = 0; c < k_; ++c) {
+    begin[static_cast<std::size_t>(c)] = static_cast<std::int64_t>(pieces.size() / 3);
+    for (std::int64_t s = 0; s < counts[static_cast<std::size_t>(c)]; s += kPiece)
+      pieces.insert(pieces.end(), {offset + s, std::min<std::int64_t>(kPiece, counts[static_cast<std::size_t>(c)] - s), c});
+    offset += counts[static_cast<std::size_t>(c)];
+  }
+  const auto npieces = static_cast<std::int64_t>(pieces.size() / 3);
+  begin[static_cast<std::size_t>(k_)] = npieces;
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(pieces_, pieces.data(), pieces.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(piece_begin_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
+
+  if (npieces > 0) {
+    const std::int64_t cols = (d_ / vec_ + kThreads - 1) / kThreads;
+    const dim3 grid(static_cast<unsigned>(npieces), static_cast<unsigned>(cols));
+    if (vec_ == 16 / static_cast<int>(sizeof(T)))
+      piece_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, 0, stream>>>(x, d_, perm_, pieces_, piece_sums_);
+    else
+      piece_sums_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, d_, perm_, pieces_, piece_sums_);
+    SKINNY_CHECK_LAUNCH();
+  }
+  const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
+  cluster_sums_kernel<<<grid_kd, 256, 0, stream>>>(piece_sums_, piece_begin_, d_, cluster_sums_);
+  SKINNY_CHECK_LAUNCH();
+
+  // Empty clusters take the points farthest from their centroids (largest distance first, ties to the
+  // lower index), as scikit-learn's _relocate_empty_clusters does.
+  std::vector<std::int64_t> empty;
+  for (std::int64_t c = 0; c < k_; ++c)
+    if (counts[static_cast<std::size_t>(c)] == 0) empty.push_back(c);
+  if (!empty.empty()) {
+    std::vector<T> dist(static_cast<std::size_t>(n_));
+    std::vector<std::int32_t> lab(static_cast<std::size_t>(n_));
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(dist.data(), mindist, dist.size() * sizeof(T), cudaMemcpyDeviceToHost, stream));
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(lab.data(), labels, lab.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+    std::vector<std::int64_t> order(static_cast<std::size_t>(n_));
+    std::iota(order.begin(), order.end(), 0);
+    const auto m = static_cast<std::ptrdiff_t>(std::min<std::size_t>(empty.size(), order.size()));
+    std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](std::int64_t a, std::int64_t b) {
+      const T da = dist[static_cast<std::size_t>(a)], db = dist[static_cast<std::size_t>(b)];
+      return da > db || (da == db && a < b);
+    });
+    for (std::ptrdiff_t e = 0; e < m; ++e) {
+      const std::int64_t point = order[static_cast<std::size_t>(e)], to = empty[static_cast<std::size_t>(e)];
+      const std::int32_t from = lab[static_cast<std::size_t>(point)];
+      move_point_kernel<T><<<1, 256, 0, stream>>>(x, d_, point, from, to, cluster_sums_);
+      SKINNY_CHECK_LAUNCH();
+      --counts[static_cast<std::size_t>(from)];
+      counts[static_cast<std::size_t>(to)] = 1;
+      const std::int32_t label = static_cast<std::int32_t>(to);
+      SKINNY_CUDA_TRY(cudaMemcpyAsync(labels + point, &label, sizeof label, cudaMemcpyHostToDevice, stream));
+      SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // `label` lives on this stack frame
+    }
+  }
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_, counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
+  means_kernel<T><<<grid_kd, 256, 0, stream>>>(cluster_sums_, counts_, old_c, d_, new_c, shift_parts_);
+  SKINNY_CHECK_LAUNCH();
+  const double* parts = shift_parts_;
+  const double shift = thrust::transform_reduce(
+      thrust::cuda::par.on(stream), thrust::counting_iterator<std::int64_t>(0),
+      thrust::counting_iterator<std::int64_t>(k_ * d_), [=] __device__(std::int64_t i) -> double { return parts[i]; }, 0.0,
+      thrust::plus<double>());
+  SKINNY_CHECK_LAUNCH();
+  return shift;
+}
+
+template class Updater<float>;
+template class Updater<double>;
+
+}  // namespace skinny::kmeans::detail
