@@ -1,0 +1,216 @@
+// K-means on the GPU against the CPU reference and against known blobs, for every backend that can do
+// the shape, in float and double.
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/kmeans/kmeans.hpp>
+
+#include "support/gpu_fixture.hpp"
+#include "support/random_matrix.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace skinny::kmeans {
+namespace {
+
+using testing::shared_context;
+
+class KmeansGpu : public testing::GpuTest {};
+
+/// Norm-wise relative distance between two centroid sets.
+template <class T>
+double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  double diff = 0, ref = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    ref += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(diff / ref);
+}
+
+template <class T>
+std::vector<T> first_points(const std::vector<T>& x, std::int64_t k, std::int64_t d) {
+  return std::vector<T>(x.begin(), x.begin() + k * d);
+}
+
+/// Blobs on the GPU, every backend that can do the shape: the true blobs are recovered (ARI = 1).
+template <class T>
+void recovers_blobs(std::int64_t n, std::int64_t d, int k) {
+  Context& ctx = shared_context();
+  DeviceBuffer<T> x(static_cast<std::size_t>(n * d));
+  const Blobs<T> truth = make_blobs<T>(ctx, x.data(), n, d, k, 7);
+  int backends = 0;
+  for (const auto& info : gemm::algorithms()) {
+    Params p;
+    p.k = k;
+    p.seed = 3;
+    p.backend = info.algo;
+    try {
+      const Result<T> r = fit<T>(ctx, x.data(), n, d, p);
+      EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, r.labels)) << info.name << " n=" << n << " d=" << d;
+      ++backends;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("backend cannot"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GE(backends, 2) << "cuBLAS and at least one of ours must run the distances";
+}
+
+TEST_F(KmeansGpu, RecoversBlobsOnEveryBackendFloat) {
+  recovers_blobs<float>(2000, 17, 5);
+  recovers_blobs<float>(1027, 128, 16);
+}
+TEST_F(KmeansGpu, RecoversBlobsOnEveryBackendDouble) {
+  recovers_blobs<double>(2000, 17, 5);
+  recovers_blobs<double>(1027, 128, 16);
+}
+
+/// From the same initial centroids the GPU gives the reference's labels, and centroids and inertia
+/// within a norm-wise tolerance, on shapes that are not multiples of any block size.
+template <class T>
+void matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo backend, double tolerance) {
+  Context& ctx = shared_context();
+  DeviceBuffer<T> x(static_cast<std::size_t>(n * d));
+  make_blobs<T>(ctx, x.data(), n, d, k, 11, 1.5, 4.0);  // overlapping enough that points move
+  const std::vector<T> host = x.to_host();
+  Params p;
+  p.k = k;
+  p.max_iter = 5;
+  p.tol = 0;
+  p.init = Init::given;
+  p.backend = backend;
+  const std::vector<T> init = first_points(host, k, d);
+  const Result<T> gpu = fit<T>(ctx, x.data(), n, d, p, init);
+  const Result<T> cpu = reference_fit<T>(host, n, d, p, init);
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k) +
+                            " backend=" + std::string(gemm::to_string(backend));
+  EXPECT_EQ(cpu.labels, gpu.labels) << where;
+  EXPECT_EQ(5, gpu.n_iter) << where;
+  EXPECT_LE(relative_difference(gpu.centroids, cpu.centroids), tolerance) << where;
+  EXPECT_NEAR(cpu.inertia, gpu.inertia, tolerance * cpu.inertia) << where;
+}
+
+TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
+  for (const gemm::Algo backend : {gemm::Algo::cublas, gemm::Algo::tsm2, gemm::Algo::automatic})
+    for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, int>{1000, 7, 3}, {1, 17, 1}, {127, 1, 16},
+                                 {1000, 127, 17}, {4099, 33, 16}}) {
+      matches_reference<float>(n, d, k, backend, 1e-5);
+      matches_reference<double>(n, d, k, backend, 1e-12);
+    }
+}
+
+TEST_F(KmeansGpu, EmptyClusterMovesToTheFarthestPoint) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 300, d = 3;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, 2, 5);
+  const std::vector<float> host = x.to_host();
+  std::vector<float> init = first_points(host, 3, d);
+  for (std::int64_t j = 0; j < d; ++j) init[static_cast<std::size_t>(2 * d + j)] = 1e6f;  // nobody's nearest
+  Params p;
+  p.k = 3;
+  p.max_iter = 1;
+  p.tol = 0;
+  p.init = Init::given;
+  const Result<float> gpu = fit<float>(ctx, x.data(), n, d, p, init);
+  const Result<float> cpu = reference_fit<float>(host, n, d, p, init);
+  EXPECT_LT(std::abs(gpu.centroids[6]), 1e5f) << "the empty cluster was not moved";
+  EXPECT_LE(relative_difference(gpu.centroids, cpu.centroids), 1e-5);
+  EXPECT_EQ(cpu.labels, gpu.labels);
+}
+
+TEST_F(KmeansGpu, RunsAreBitIdentical) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 20000, d = 64;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, 16, 9, 3.0, 2.0);
+  Params p;
+  p.k = 16;
+  p.max_iter = 20;
+  p.tol = 0;
+  p.backend = gemm::Algo::tsm2;
+  const Result<float> a = fit<float>(ctx, x.data(), n, d, p), b = fit<float>(ctx, x.data(), n, d, p);
+  EXPECT_EQ(a.labels, b.labels);
+  ASSERT_EQ(a.centroids.size(), b.centroids.size());
+  EXPECT_EQ(0, std::memcmp(a.centroids.data(), b.centroids.data(), a.centroids.size() * sizeof(float)));
+  EXPECT_EQ(a.inertia, b.inertia);
+}
+
+TEST_F(KmeansGpu, TolSemantics) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 5000, d = 16;
+  DeviceBuffer<double> x(static_cast<std::size_t>(n * d));
+  make_blobs<double>(ctx, x.data(), n, d, 4, 2);
+  Params p;
+  p.k = 4;
+  p.max_iter = 30;
+  p.tol = 0;
+  const Result<double> all = fit<double>(ctx, x.data(), n, d, p);
+  EXPECT_EQ(30, all.n_iter);
+  EXPECT_FALSE(all.converged);
+  p.tol = 1e-4;
+  const Result<double> early = fit<double>(ctx, x.data(), n, d, p);
+  EXPECT_TRUE(early.converged);
+  EXPECT_LT(early.n_iter, 30);
+  EXPECT_EQ(early.labels, all.labels);  // well separated: the same fixed point
+}
+
+TEST_F(KmeansGpu, PredictGivesTheFinalLabels) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 3001, d = 20;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, 6, 4, 2.0, 3.0);
+  Params p;
+  p.k = 6;
+  const Result<float> r = fit<float>(ctx, x.data(), n, d, p);
+  EXPECT_EQ(r.labels, predict<float>(ctx, x.data(), n, d, r.centroids, 6));
+  EXPECT_EQ(r.labels, predict<float>(ctx, x.data(), n, d, r.centroids, 6, gemm::Algo::cublas));
+}
+
+TEST_F(KmeansGpu, RandomInitAndValidation) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 1000, d = 8;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, 4, 8);
+  Params p;
+  p.k = 4;
+  p.init = Init::random;
+  p.seed = 1;
+  EXPECT_GT(adjusted_rand_index(truth.labels, fit<float>(ctx, x.data(), n, d, p).labels), 0.5);
+  p.k = 1001;
+  EXPECT_THROW(fit<float>(ctx, x.data(), n, d, p), std::invalid_argument);
+  p.k = 4;
+  p.max_iter = 0;
+  EXPECT_THROW(fit<float>(ctx, x.data(), n, d, p), std::invalid_argument);
+  p.max_iter = 10;
+  p.tol = -1;
+  EXPECT_THROW(fit<float>(ctx, x.data(), n, d, p), std::invalid_argument);
+  p.tol = 0;
+  p.backend = gemm::Algo::wmma;  // half inputs only
+  EXPECT_THROW(fit<float>(ctx, x.data(), n, d, p), std::invalid_argument);
+  p.backend = gemm::Algo::automatic;
+  p.init = Init::given;
+  EXPECT_THROW(fit<float>(ctx, x.data(), n, d, p, std::vector<float>(3)), std::invalid_argument);
+}
+
+TEST_F(KmeansGpu, SixtyFourBitSizes) {
+  // n * d > 2^31 elements: 8.6 GB of float.
+  const std::int64_t n = (std::int64_t(1) << 21) + 3, d = 1025;
+  std::size_t free_bytes = 0, total = 0;
+  ASSERT_EQ(cudaSuccess, cudaMemGetInfo(&free_bytes, &total));
+  if (double(free_bytes) < 1.3 * double(n * d) * sizeof(float)) GTEST_SKIP() << "needs ~11 GB of free GPU memory";
+  Context& ctx = shared_context();
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, 8, 12);
+  Params p;
+  p.k = 8;
+  p.max_iter = 5;
+  const Result<float> r = fit<float>(ctx, x.data(), n, d, p);
+  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, r.labels));
+}
+
+}  // namespace
+}  // namespace skinny::kmeans
