@@ -114,7 +114,7 @@ struct Run {
   bool supported = true;
   std::string reason;
   double median_ms = 0, total_ms = 0;
-  double distances_ms = 0, argmin_ms = 0, update_ms = 0;  ///< per iteration
+  double distances_ms = 0, argmin_ms = 0, update_ms = 0;  ///< medians per iteration
   int n_iter = 0;
   bool converged = false;
   double inertia = 0;
@@ -127,10 +127,9 @@ Run summarise(const std::string& backend, const kmeans::Result<T>& r) {
   run.backend = backend;
   run.median_ms = median(r.timing.iteration_ms);
   for (double ms : r.timing.iteration_ms) run.total_ms += ms;
-  const double iters = r.n_iter > 0 ? r.n_iter : 1;
-  run.distances_ms = r.timing.distances_ms / iters;
-  run.argmin_ms = r.timing.argmin_ms / iters;
-  run.update_ms = r.timing.update_ms / iters;
+  run.distances_ms = median(r.timing.distances_iteration_ms);
+  run.argmin_ms = median(r.timing.argmin_iteration_ms);
+  run.update_ms = median(r.timing.update_iteration_ms);
   run.n_iter = r.n_iter;
   run.converged = r.converged;
   run.inertia = r.inertia;
@@ -173,8 +172,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     };
   const kmeans::Result<T> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial);
   const Run main_run = summarise(o.backend, r);
-  std::printf("inertia %.9e after %d iterations (%s); median %.3f ms per iteration (distances %.3f, argmin %.3f, "
-              "update %.3f ms); init %.1f ms\n",
+  std::printf("inertia %.9e after %d iterations (%s); median %.3f ms per iteration (medians: distances %.3f, "
+              "argmin %.3f, update %.3f ms); init %.1f ms\n",
               r.inertia, r.n_iter, r.converged ? "converged" : "max iterations", main_run.median_ms,
               main_run.distances_ms, main_run.argmin_ms, main_run.update_ms, r.timing.init_ms);
   double ari = NAN;
@@ -230,8 +229,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
         .field("max_iter", o.iters).field("data", synthetic ? "blobs" : o.input);
     json.field("inertia_", r.inertia).field("n_iter_", r.n_iter).field("converged", r.converged);
     if (synthetic) json.field("adjusted_rand_index", ari);
-    json.field("median_iteration_ms", main_run.median_ms).field("distances_ms_per_iteration", main_run.distances_ms)
-        .field("argmin_ms_per_iteration", main_run.argmin_ms).field("update_ms_per_iteration", main_run.update_ms)
+    json.field("median_iteration_ms", main_run.median_ms).field("median_distances_ms", main_run.distances_ms)
+        .field("median_argmin_ms", main_run.argmin_ms).field("median_update_ms", main_run.update_ms)
         .field("init_ms", r.timing.init_ms);
     json.key("iteration_ms").begin_array();
     for (double ms : r.timing.iteration_ms) json.value(ms);
@@ -255,8 +254,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
       for (const Run& run : compared) {
         json.begin_object().field("backend", run.backend).field("supported", run.supported).field("reason", run.reason);
         if (run.supported)
-          json.field("median_iteration_ms", run.median_ms).field("distances_ms_per_iteration", run.distances_ms)
-              .field("argmin_ms_per_iteration", run.argmin_ms).field("update_ms_per_iteration", run.update_ms)
+          json.field("median_iteration_ms", run.median_ms).field("median_distances_ms", run.distances_ms)
+              .field("median_argmin_ms", run.argmin_ms).field("median_update_ms", run.update_ms)
               .field("total_ms", run.total_ms).field("n_iter", run.n_iter).field("inertia", run.inertia)
               .field("speedup_vs_cublas", compared[0].median_ms / run.median_ms)
               .field("labels_differing_from_cublas", run.labels_differ);

@@ -69,13 +69,12 @@ __global__ void add_pieces_kernel(const double* __restrict__ part, std::int64_t 
   out[j] = s * scale;
 }
 
+/// One warp: the nearest centroid of point `row`.
 template <class T>
-__global__ void argmin_kernel(const T* __restrict__ g, std::int64_t rows, std::int64_t k, const T* __restrict__ xnorm,
-                              const T* __restrict__ cnorm, std::int32_t* __restrict__ labels, T* __restrict__ mindist,
-                              int* __restrict__ counts) {
-  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
+__device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t row, std::int64_t k,
+                                           const T* __restrict__ xnorm, const T* __restrict__ cnorm,
+                                           std::int32_t* __restrict__ labels, T* __restrict__ mindist, int* counts,
+                                           int lane) {
   const T xn = xnorm[row];
   const T* gr = g + row * k;
   T best = T(0);
@@ -102,12 +101,38 @@ __global__ void argmin_kernel(const T* __restrict__ g, std::int64_t rows, std::i
   }
 }
 
+/// Counts per block in shared memory when they fit (one global atomic per cluster and block instead of
+/// one per point: 16 counters hit by 262144 points serialise otherwise).
+constexpr int kSharedCounts = 8192;
+
 template <class T>
-__global__ void min_distance_kernel(double* __restrict__ d2, const T* __restrict__ g, const T* __restrict__ xnorm,
-                                    T cnorm, std::int64_t n, bool first) {
+__global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ g, std::int64_t rows, std::int64_t k,
+                                                          const T* __restrict__ xnorm, const T* __restrict__ cnorm,
+                                                          std::int32_t* __restrict__ labels, T* __restrict__ mindist,
+                                                          int* __restrict__ counts) {
+  extern __shared__ int block_counts[];  // k of them when k <= kSharedCounts
+  const bool shared_counts = k <= kSharedCounts;
+  if (shared_counts)
+    for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) block_counts[j] = 0;
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
+       row += warps) {
+    argmin_row(g, row, k, xnorm, cnorm, labels, mindist, shared_counts ? block_counts : counts, lane);
+  }
+  if (!shared_counts) return;
+  __syncthreads();
+  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x)
+    if (block_counts[j] != 0) atomicAdd(counts + j, block_counts[j]);
+}
+
+template <class T>
+__global__ void min_distance_kernel(double* __restrict__ d2, const T* __restrict__ g, std::int64_t ldg,
+                                    const T* __restrict__ xnorm, T cnorm, std::int64_t n, bool first) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  double v = static_cast<double>(xnorm[i] + cnorm - T(2) * g[i]);
+  double v = static_cast<double>(xnorm[i] + cnorm - T(2) * g[i * ldg]);
   v = v > 0 ? v : 0;
   d2[i] = first || v < d2[i] ? v : d2[i];
 }
@@ -147,8 +172,29 @@ double mean_feature_variance(const T* x, std::int64_t n, std::int64_t d, cudaStr
 template <class T>
 void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
             T* mindist, int* counts, cudaStream_t stream) {
-  argmin_kernel<<<blocks_for_warps(rows), kThreads, 0, stream>>>(g, rows, k, xnorm, cnorm, labels, mindist, counts);
+  int device = 0, sms = 0;
+  SKINNY_CUDA_TRY(cudaGetDevice(&device));
+  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned blocks = std::min<unsigned>(blocks_for_warps(rows), static_cast<unsigned>(8 * sms));
+  const std::size_t smem = k <= kSharedCounts ? static_cast<std::size_t>(k) * sizeof(int) : 0;
+  argmin_kernel<<<blocks, kThreads, smem, stream>>>(g, rows, k, xnorm, cnorm, labels, mindist, counts);
   SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+double candidate_potential(const double* d2, const T* g, std::int64_t ldg, const T* xnorm, T cnorm, std::int64_t n,
+                           cudaStream_t stream) {
+  const double s = thrust::transform_reduce(
+      thrust::cuda::par.on(stream), thrust::counting_iterator<std::int64_t>(0),
+      thrust::counting_iterator<std::int64_t>(n),
+      [=] __device__(std::int64_t i) -> double {
+        double v = static_cast<double>(xnorm[i] + cnorm - T(2) * g[i * ldg]);
+        v = v > 0 ? v : 0;
+        return v < d2[i] ? v : d2[i];
+      },
+      0.0, thrust::plus<double>());
+  SKINNY_CHECK_LAUNCH();
+  return s;
 }
 
 template <class T>
@@ -162,10 +208,10 @@ double sum(const T* values, std::int64_t count, cudaStream_t stream) {
 }
 
 template <class T>
-void min_distance_update(double* d2, const T* g, const T* xnorm, T cnorm, std::int64_t n, bool first,
+void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnorm, T cnorm, std::int64_t n, bool first,
                          cudaStream_t stream) {
-  min_distance_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(d2, g, xnorm,
-                                                                                                      cnorm, n, first);
+  min_distance_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      d2, g, ldg, xnorm, cnorm, n, first);
   SKINNY_CHECK_LAUNCH();
 }
 
@@ -175,7 +221,8 @@ void min_distance_update(double* d2, const T* g, const T* xnorm, T cnorm, std::i
   template void argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int32_t*, T*, int*,       \
                        cudaStream_t);                                                                           \
   template double sum(const T*, std::int64_t, cudaStream_t);                                                    \
-  template void min_distance_update(double*, const T*, const T*, T, std::int64_t, bool, cudaStream_t);
+  template void min_distance_update(double*, const T*, std::int64_t, const T*, T, std::int64_t, bool, cudaStream_t); \
+  template double candidate_potential(const double*, const T*, std::int64_t, const T*, T, std::int64_t, cudaStream_t);
 SKINNY_KMEANS_ASSIGN(float)
 SKINNY_KMEANS_ASSIGN(double)
 

@@ -33,10 +33,17 @@ void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const
 template <class T>
 double sum(const T* values, std::int64_t count, cudaStream_t stream);
 
-/// d2[i] = min(d2[i], ||x_i||^2 + ||c||^2 - 2 g[i]) clamped at 0 (k-means++ distances to the nearest chosen centre).
+/// d2[i] = min(d2[i], ||x_i||^2 + ||c||^2 - 2 g[i * ldg]) clamped at 0 (k-means++: squared distances to the
+/// nearest centre chosen so far); `first` overwrites d2.
 template <class T>
-void min_distance_update(double* d2, const T* g, const T* xnorm, T cnorm, std::int64_t n, bool first,
+void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnorm, T cnorm, std::int64_t n, bool first,
                          cudaStream_t stream);
+
+/// The k-means++ potential if the candidate with cross terms g[i * ldg] and norm cnorm were added:
+/// sum_i min(d2[i], ||x_i - c||^2), in double.
+template <class T>
+double candidate_potential(const double* d2, const T* g, std::int64_t ldg, const T* xnorm, T cnorm, std::int64_t n,
+                           cudaStream_t stream);
 
 /// Generates blobs on the device (see make_blobs).
 template <class T>

@@ -30,13 +30,14 @@ template <> struct Vec<double, 1> { using type = double; };
 template <> struct Vec<double, 2> { using type = double2; };
 
 template <class T, int N, class V>
-__device__ __forceinline__ void accumulate(double (&acc)[N], const V& v) {
+__device__ __forceinline__ void accumulate(T (&acc)[N], const V& v) {
   const T* e = reinterpret_cast<const T*>(&v);
 #pragma unroll
-  for (int i = 0; i < N; ++i) acc[i] += static_cast<double>(e[i]);
+  for (int i = 0; i < N; ++i) acc[i] += e[i];
 }
 
 /// Block (piece, column slice): sums the piece's rows (gathered through perm) over N * kThreads columns.
+/// Summing in T keeps the inner loop free of conversions; a piece has at most kPiece rows.
 template <class T, int N>
 __global__ void __launch_bounds__(kThreads) piece_sums_kernel(const T* __restrict__ x, std::int64_t d,
                                                              const std::int32_t* __restrict__ perm,
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) piece_sums_kernel(const T* __restric
   const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
   if (j >= d) return;
   const std::int64_t start = pieces[3 * piece], len = pieces[3 * piece + 1];
-  double acc[N] = {};
+  T acc[N] = {};  // in T over at most kPiece rows; the pieces are added in double
   std::int64_t r = 0;
   for (; r + kBatch <= len; r += kBatch) {
     V v[kBatch];

@@ -51,6 +51,7 @@ struct PhaseTiming {
   double update_ms = 0;     ///< centroid sums and means, empty clusters, shift
   double init_ms = 0;       ///< norms, variance and the initial centroids
   std::vector<double> iteration_ms;  ///< GPU time of each iteration
+  std::vector<double> distances_iteration_ms, argmin_iteration_ms, update_iteration_ms;  ///< per iteration
 };
 
 template <class T>

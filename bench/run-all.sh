@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Every benchmark of the suite in one command, on a machine with an NVIDIA GPU:
+#   bench/run-all.sh OUTDIR [build]
+# builds (Release, this GPU's architecture) unless a build exists, then runs the SGEMM ladder (float,
+# half, double), TSM2 against cuBLAS and the read ceiling with the V0-V3 ablation, K-means end to end
+# over n (the paper's Fig. 8: d = 4096, k = 16, 100 iterations, float and double, tsm2 and cuBLAS), the
+# main job with --compare, the many-clusters case, and (when built) the ABFT encoding sweep and fault
+# campaign. Each JSON records device, driver, CUDA version, date and git commit. Prints a table last;
+# OUTDIR/results.tgz holds every JSON and log. Plot with: python3 bench/plot.py OUTDIR/json bench/figures
+#   RUN_ALL_SKIP="ladder tsm2 kmeans abft"   parts to skip
+set -uo pipefail
+out=${1:?usage: bench/run-all.sh OUTDIR [build]}
+mkdir -p "$out/json" "$out/logs"; out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+build=build/gpu-check
+skip=" ${RUN_ALL_SKIP:-} "
+if [ ! -x "$build/apps/kmeans" ] || [ "${2:-}" = build ]; then
+  { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=native &&
+    cmake --build "$build" -j "$(nproc)"; } >"$out/logs/build.log" 2>&1 || { tail -30 "$out/logs/build.log"; exit 1; }
+fi
+apps=$build/apps
+summary=$out/summary.txt
+: >"$summary"
+failed=0
+step() {  # step NAME COMMAND...: runs, logs, records failure
+  local name=$1; shift
+  if ! "$@" >"$out/logs/$name.log" 2>&1; then
+    echo "FAILED: $name (exit $?), see logs/$name.log" | tee -a "$summary"
+    tail -5 "$out/logs/$name.log"
+    failed=1
+  fi
+}
+
+if [[ $skip != *" ladder "* ]]; then
+  for p in float half double; do
+    step "gemm-bench_$p" "$apps/gemm-bench" --precision $p --json "$out/json/gemm-bench_$p.json"
+  done
+  grep -hE "^(cublas|vectorized|wmma) " "$out"/logs/gemm-bench_*.log | head -6 >>"$summary"
+fi
+
+if [[ $skip != *" tsm2 "* ]]; then
+  step tsm2-bench "$apps/tsm2-bench" --json "$out/json/tsm2-bench.json"
+  grep -E "ceiling|^(float|double) |geometric" "$out/logs/tsm2-bench.log" >>"$summary"
+fi
+
+if [[ $skip != *" kmeans "* ]]; then
+  for p in float double; do
+    for n in 1024 4096 16384 65536 262144; do
+      for b in tsm2 cublas; do
+        step "kmeans_${p}_${n}_$b" "$apps/kmeans" --n $n --d 4096 --k 16 --iters 100 --tol 0 --quiet \
+          --precision $p --backend $b --json "$out/json/kmeans_${p}_${n}_$b.json"
+      done
+    done
+  done
+  for p in float double; do
+    step "kmeans_main_compare_$p" "$apps/kmeans" --n 262144 --k 16 --backend tsm2 --precision $p --iters 20 --tol 0 \
+      --quiet --compare --json "$out/json/kmeans_main_compare_$p.json"
+  done
+  step kmeans_many_clusters "$apps/kmeans" --n 1048576 --d 128 --k 1024 --iters 20 --tol 0 --quiet \
+    --json "$out/json/kmeans_many_clusters.json"
+  {
+    echo "K-means end to end, median ms per iteration (d = 4096, k = 16, 100 iterations):"
+    printf '%-7s %7s %9s %9s %8s\n' prec n tsm2 cublas speedup
+    for p in float double; do
+      for n in 1024 4096 16384 65536 262144; do
+        t=$(grep -o 'median [0-9.]* ms' "$out/logs/kmeans_${p}_${n}_tsm2.log" | awk '{print $2}')
+        c=$(grep -o 'median [0-9.]* ms' "$out/logs/kmeans_${p}_${n}_cublas.log" | awk '{print $2}')
+        printf '%-7s %7s %9s %9s %8s\n' $p $n "${t:-?}" "${c:-?}" "$(awk -v t="${t:-0}" -v c="${c:-0}" 'BEGIN{if (t > 0) printf "%.2fx", c / t; else print "?"}')"
+      done
+    done
+    grep -h -A20 "^end to end" "$out/logs/kmeans_main_compare_float.log" | head -18
+    grep -h "median" "$out/logs/kmeans_many_clusters.log"
+  } >>"$summary"
+fi
+
+if [[ $skip != *" abft "* ]] && [ -x "$apps/abft-encode" ]; then
+  for p in float double; do
+    step "abft-encode_sweep_$p" "$apps/abft-encode" --precision $p --sizes 1024,2048,4096,8192,10240,16384,20480,25600,30720 \
+      --compare --json "$out/json/abft-encode_sweep_$p.json"
+    grep -E "^ *(20480|size|backend)" "$out/logs/abft-encode_sweep_$p.log" | head -8 >>"$summary"
+  done
+  for p in float double; do
+    step "abft-gemm_campaign_$p" "$apps/abft-gemm" --precision $p --size 2048 --inject 1 --bits all --trials 1000 \
+      --seed 1 --json "$out/json/abft-gemm_campaign_$p.json"
+    tail -12 "$out/logs/abft-gemm_campaign_$p.log" >>"$summary"
+  done
+fi
+
+tar czf "$out/results.tgz" -C "$out" json logs
+echo
+echo "== run-all on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+cat "$summary"
+exit $failed
