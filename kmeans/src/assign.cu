@@ -127,6 +127,43 @@ __global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ 
     if (block_counts[j] != 0) atomicAdd(counts + j, block_counts[j]);
 }
 
+/// Few centroids: one thread per point reads its k cross terms itself (no shuffles, no idle lanes).
+constexpr int kThreadPerPointMaxK = 32;
+
+template <class T>
+__global__ void __launch_bounds__(kThreads) argmin_small_k_kernel(const T* __restrict__ g, std::int64_t rows, int k,
+                                                                  const T* __restrict__ xnorm,
+                                                                  const T* __restrict__ cnorm,
+                                                                  std::int32_t* __restrict__ labels,
+                                                                  T* __restrict__ mindist, int* __restrict__ counts) {
+  __shared__ T c_norms[kThreadPerPointMaxK];
+  __shared__ int block_counts[kThreadPerPointMaxK];
+  if (threadIdx.x < k) {
+    c_norms[threadIdx.x] = cnorm[threadIdx.x];
+    block_counts[threadIdx.x] = 0;
+  }
+  __syncthreads();
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row < rows) {
+    const T xn = xnorm[row];
+    const T* gr = g + row * k;
+    T best = xn + c_norms[0] - T(2) * gr[0];
+    int best_j = 0;
+    for (int j = 1; j < k; ++j) {
+      const T dist = xn + c_norms[j] - T(2) * gr[j];
+      if (dist < best) {  // strict: ties keep the lowest index
+        best = dist;
+        best_j = j;
+      }
+    }
+    labels[row] = best_j;
+    mindist[row] = best > T(0) ? best : T(0);
+    atomicAdd(block_counts + best_j, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < k && block_counts[threadIdx.x] != 0) atomicAdd(counts + threadIdx.x, block_counts[threadIdx.x]);
+}
+
 template <class T>
 __global__ void min_distance_kernel(double* __restrict__ d2, const T* __restrict__ g, std::int64_t ldg,
                                     const T* __restrict__ xnorm, T cnorm, std::int64_t n, bool first) {
@@ -172,6 +209,12 @@ double mean_feature_variance(const T* x, std::int64_t n, std::int64_t d, cudaStr
 template <class T>
 void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
             T* mindist, int* counts, cudaStream_t stream) {
+  if (k <= kThreadPerPointMaxK) {
+    argmin_small_k_kernel<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        g, rows, static_cast<int>(k), xnorm, cnorm, labels, mindist, counts);
+    SKINNY_CHECK_LAUNCH();
+    return;
+  }
   int device = 0, sms = 0;
   SKINNY_CUDA_TRY(cudaGetDevice(&device));
   SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
