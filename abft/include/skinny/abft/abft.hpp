@@ -1,0 +1,162 @@
+// Algorithm-based fault tolerance (Huang & Abraham, 1984) on the GPU: checksum encoding of a matrix,
+// a GEMM that carries its own checksums, verification, location and correction of an error, and fault
+// injection. Matrices are column-major (BLAS), in device memory, float or double.
+//
+// Weights: e = (1, ..., 1) and w = (1, 2, ..., b) restarting in every block of b rows or columns (density
+// b; b = 0 or b >= the dimension: one checksum pair over the whole dimension). For an m x n matrix A:
+//   row checksums    R (m x 2 nb_c, column-major): R(i, 2t) = sum_{j in block t} A(i, j),
+//                                                  R(i, 2t + 1) = sum_{j in block t} (j - t b + 1) A(i, j)
+//   column checksums K (2 nb_r x n, column-major): K(2s, j) = sum_{i in block s} A(i, j), K(2s + 1, j) likewise
+//                                                  with the weights (i - s b + 1).
+// One error of size eps at (i, j) changes R's pair of block t by (eps, (j - t b + 1) eps) and K's pair of
+// block s by (eps, (i - s b + 1) eps): the ratios give j and i, the difference corrects it.
+#pragma once
+
+#include <skinny/gemm/context.hpp>
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/gemm.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace skinny::abft {
+
+enum class Backend {
+  cublas,  ///< two GEMMs through cuBLAS: A W and W^T A
+  tsm2,    ///< the same two GEMMs through skinny's TSM2 (needs 2 nb <= 64)
+  fused,   ///< one kernel, one read of A: row and column checksums, both weights
+};
+std::string_view to_string(Backend b);
+/// "cublas", "tsm2" or "fused"; throws std::invalid_argument naming the valid ones.
+Backend backend_from_name(std::string_view name);
+std::vector<std::string> backend_names();
+
+enum class Side { rows, cols, both };
+
+struct EncodeParams {
+  Side side = Side::both;
+  Backend backend = Backend::fused;
+  std::int64_t density = 0;  ///< block size b; 0: one checksum pair over the whole dimension
+};
+
+/// Number of checksum blocks along a dimension of `extent` for density b.
+std::int64_t blocks(std::int64_t extent, std::int64_t density);
+
+/// Why `backend` cannot encode an m x n matrix at this density ("" when it can).
+std::string cannot_encode(Backend backend, std::int64_t m, std::int64_t n, std::int64_t density);
+
+/// An encoder for m x n matrices: checks the arguments and prepares the weight matrices once, so that
+/// run() only queues GPU work (what the benchmarks time).
+template <class T>
+class Encoder {
+ public:
+  /// Throws std::invalid_argument for bad shapes or a backend that cannot do them (with the reason).
+  Encoder(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t lda, const EncodeParams& params);
+  /// Queues the encoding of A on the context's stream; see encode() for the outputs.
+  void run(const T* a, T* row_checksums, T* col_checksums);
+
+ private:
+  Context& ctx_;
+  std::int64_t m_, n_, lda_;
+  EncodeParams params_;
+  DeviceBuffer<T> w_cols_, w_rows_;  ///< A W (row checksums) and W^T A (column checksums)
+};
+
+/// Encodes the m x n column-major A (leading dimension lda). `row_checksums` (m x 2 nb_c, ld m) and
+/// `col_checksums` (2 nb_r x n, ld 2 nb_r) are device outputs; the one not asked for may be null.
+/// Throws std::invalid_argument for bad shapes, null pointers or a backend that cannot do it.
+template <class T>
+void encode(Context& ctx, const T* a, std::int64_t m, std::int64_t n, std::int64_t lda, const EncodeParams& params,
+            T* row_checksums, T* col_checksums);
+
+/// The round-off threshold of a checksum comparison. A checksum of C = A B carried through the product
+/// and the same checksum recomputed from the computed C differ, on clean data, by rounding alone:
+/// both are sums over the k-term products, so |difference| <= gamma * u * sqrt(k + h) * S, where S is the
+/// same checksum computed on |A| |B| (the magnitude it is a sum of), h the number of terms the
+/// checksum adds (block height or width), u the unit round-off and gamma a safety factor (default 16:
+/// the errors of long sums grow like sqrt(k) u in practice, 16 sqrt(k) u is far beyond that spread).
+struct Threshold {
+  double gamma = 16;  ///< safety factor; raise it to trade detection of small errors for fewer false alarms
+  double override_value = 0;  ///< > 0: use this absolute threshold for every comparison instead
+};
+
+/// What verification found.
+enum class Finding {
+  clean,               ///< every checksum within its threshold
+  corrected,           ///< one inconsistent row and column: located and corrected
+  detected_unlocated,  ///< inconsistencies that do not point at one element (several errors)
+};
+std::string_view to_string(Finding f);
+
+struct Report {
+  Finding finding = Finding::clean;
+  std::int64_t row = -1, col = -1;  ///< the element corrected
+  double error = 0;                 ///< its error (computed - corrected value)
+  std::int64_t inconsistent_rows = 0, inconsistent_cols = 0;
+  double max_ratio = 0;             ///< largest |difference| / threshold seen (below 1: clean)
+};
+
+/// C = A B (A m x k, B k x n, C m x n, all column-major, packed) through any gemm backend, carrying the
+/// full checksums of C: column checksums (e, w)^T A B and row checksums A B (e, w), plus their
+/// magnitudes from |A| and |B| for the thresholds (density: whole dimensions).
+template <class T>
+class ProtectedGemm {
+ public:
+  ProtectedGemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k,
+                gemm::Algo backend = gemm::Algo::automatic, Threshold threshold = {});
+  /// Computes C and its carried checksums. The inputs must stay valid until verify().
+  void multiply(const T* a, const T* b, T* c);
+  /// Recomputes C's checksums (fused encoding), compares, and corrects a single error in place.
+  Report verify_and_correct(T* c);
+  /// The product alone (for the overhead measurement).
+  void multiply_unprotected(const T* a, const T* b, T* c);
+  /// Smallest threshold over all comparisons: errors below it cannot be told from rounding.
+  double min_threshold() const { return min_threshold_; }
+  /// Threshold of the plain (e) checksum of row i and of column j (after multiply).
+  double threshold_row(std::int64_t i) const { return row_tau_[static_cast<std::size_t>(i)]; }
+  double threshold_col(std::int64_t j) const { return col_tau_[static_cast<std::size_t>(2 * j)]; }
+
+ private:
+  Context& ctx_;
+  std::int64_t m_, n_, k_;
+  gemm::Algo backend_;
+  Threshold threshold_;
+  std::vector<T> scratch_host_;
+  struct Buffers;
+  std::shared_ptr<Buffers> buf_;
+  std::vector<double> row_tau_, col_tau_;
+  double min_threshold_ = 0;
+};
+
+/// Fault injection, reproducible from the seed.
+enum class BitRange { any, sign, exponent, high_mantissa, low_mantissa };
+BitRange bit_range_from_name(std::string_view name);  ///< "all", "sign", "exponent", "high", "low"
+std::string_view to_string(BitRange r);
+
+struct Injection {
+  std::int64_t row = 0, col = 0;
+  int bit = 0;
+  double before = 0, after = 0;
+};
+
+/// Flips one bit of element (row, col) of the m x n column-major matrix x (device, ld m). row/col < 0 and
+/// bit < 0 are drawn from the seed (bit within `range`).
+template <class T>
+Injection inject_bit_flip(Context& ctx, T* x, std::int64_t m, std::int64_t n, std::uint64_t seed,
+                          BitRange range = BitRange::any, std::int64_t row = -1, std::int64_t col = -1, int bit = -1);
+/// Adds `value` to element (row, col).
+template <class T>
+Injection inject_add(Context& ctx, T* x, std::int64_t m, std::int64_t row, std::int64_t col, T value);
+
+/// The bit `flip` of the binary representation of v (0 = lowest mantissa bit, top = sign).
+template <class T>
+T flip_bit(T v, int bit);
+
+/// CPU references (double accumulation) of the encodings, on a host column-major matrix.
+void reference_encode(const std::vector<double>& a, std::int64_t m, std::int64_t n, std::int64_t density,
+                      std::vector<double>& row_checksums, std::vector<double>& col_checksums);
+
+}  // namespace skinny::abft

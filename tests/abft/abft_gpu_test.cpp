@@ -1,0 +1,122 @@
+// ABFT on the GPU: every encoder against the CPU reference over odd shapes and densities, outputs
+// poisoned first; protected GEMMs that stay clean, and that locate and correct single bit flips.
+#include <skinny/abft/abft.hpp>
+#include <skinny/gemm/device_buffer.hpp>
+
+#include "support/gpu_fixture.hpp"
+#include "support/random_matrix.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace skinny::abft {
+namespace {
+
+using testing::shared_context;
+
+class AbftGpu : public testing::GpuTest {};
+
+template <class T>
+double relative(const std::vector<T>& got, const std::vector<double>& want) {
+  double diff = 0, ref = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(double(got[i]))) return std::numeric_limits<double>::infinity();
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    ref += want[i] * want[i];
+  }
+  return std::sqrt(diff / ref);
+}
+
+template <class T>
+void encodes_like_the_reference(Backend backend, std::int64_t m, std::int64_t n, std::int64_t density) {
+  if (!cannot_encode(backend, m, n, density).empty()) return;
+  Context& ctx = shared_context();
+  const std::int64_t lda = m + 3;  // a leading dimension that is not the height
+  const std::vector<T> host = testing::random_nonzero<T>(std::size_t(lda * n), 21);
+  std::vector<double> packed(std::size_t(m * n));
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t i = 0; i < m; ++i) packed[std::size_t(j * m + i)] = host[std::size_t(j * lda + i)];
+  std::vector<double> r_ref, k_ref;
+  reference_encode(packed, m, n, density, r_ref, k_ref);
+  DeviceBuffer<T> a(host), r(r_ref.size()), k(k_ref.size());
+  r.copy_from(std::vector<T>(r.size(), std::numeric_limits<T>::quiet_NaN()));
+  k.copy_from(std::vector<T>(k.size(), std::numeric_limits<T>::quiet_NaN()));
+  encode<T>(ctx, a.data(), m, n, lda, {Side::both, backend, density}, r.data(), k.data());
+  const double bound = 8 * std::sqrt(double(std::max(m, n))) * (sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
+  const std::string where = std::string(to_string(backend)) + " " + std::to_string(m) + "x" + std::to_string(n) +
+                            " density " + std::to_string(density);
+  EXPECT_LE(relative(r.to_host(), r_ref), bound) << "row checksums, " << where;
+  EXPECT_LE(relative(k.to_host(), k_ref), bound) << "column checksums, " << where;
+}
+
+TEST_F(AbftGpu, EveryEncoderMatchesTheReference) {
+  for (const Backend backend : {Backend::cublas, Backend::tsm2, Backend::fused})
+    for (const auto [m, n] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {7, 17}, {127, 1}, {1000, 1027}, {1027, 513},
+                              {2048, 1100}})
+      for (const std::int64_t density : {0, 512, 100}) {
+        encodes_like_the_reference<float>(backend, m, n, density);
+        encodes_like_the_reference<double>(backend, m, n, density);
+      }
+}
+
+template <class T>
+void campaign(std::int64_t n, int trials, BitRange range) {
+  Context& ctx = shared_context();
+  const auto a_host = testing::random_nonzero<T>(std::size_t(n * n), 1), b_host = testing::random_nonzero<T>(std::size_t(n * n), 2);
+  DeviceBuffer<T> a(a_host), b(b_host), c(std::size_t(n * n)), clean(std::size_t(n * n));
+  ProtectedGemm<T> pg(ctx, n, n, n, gemm::Algo::cublas);
+  pg.multiply(a.data(), b.data(), c.data());
+  EXPECT_EQ(Finding::clean, pg.verify_and_correct(c.data()).finding) << "false alarm on clean data";
+  const std::vector<T> reference = c.to_host();
+  clean.copy_from(reference);
+  int above = 0;
+  for (int t = 0; t < trials; ++t) {
+    SKINNY_CUDA_TRY(cudaMemcpy(c.data(), clean.data(), std::size_t(n * n) * sizeof(T), cudaMemcpyDeviceToDevice));
+    const Injection inj = inject_bit_flip<T>(ctx, c.data(), n, n, 1000 + t, range);
+    const double tau = std::max(pg.threshold_row(inj.row), pg.threshold_col(inj.col));
+    const Report r = pg.verify_and_correct(c.data());
+    if (std::abs(inj.after - inj.before) <= tau) continue;  // below the threshold: not promised
+    ++above;
+    ASSERT_EQ(Finding::corrected, r.finding) << "trial " << t << " bit " << inj.bit;
+    EXPECT_EQ(inj.row, r.row);
+    EXPECT_EQ(inj.col, r.col);
+    T fixed{};
+    SKINNY_CUDA_TRY(cudaMemcpy(&fixed, c.data() + inj.col * n + inj.row, sizeof(T), cudaMemcpyDeviceToHost));
+    EXPECT_LE(std::abs(double(fixed) - double(reference[std::size_t(inj.col * n + inj.row)])), tau) << "trial " << t;
+  }
+  EXPECT_GT(above, trials / 4) << "the campaign must test flips above the threshold";
+}
+
+TEST_F(AbftGpu, CampaignLocatesAndCorrectsSingleFlipsFloat) { campaign<float>(257, 200, BitRange::any); }
+TEST_F(AbftGpu, CampaignLocatesAndCorrectsSingleFlipsDouble) { campaign<double>(300, 200, BitRange::any); }
+TEST_F(AbftGpu, ExponentFlipsIncludingInfinities) { campaign<float>(129, 60, BitRange::exponent); }
+
+TEST_F(AbftGpu, TwoErrorsAreDetected) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 200;
+  DeviceBuffer<float> a(testing::random_nonzero<float>(std::size_t(n * n), 3)),
+      b(testing::random_nonzero<float>(std::size_t(n * n), 4)), c(std::size_t(n * n));
+  ProtectedGemm<float> pg(ctx, n, n, n);
+  pg.multiply(a.data(), b.data(), c.data());
+  inject_add<float>(ctx, c.data(), n, 3, 5, 100.f);
+  inject_add<float>(ctx, c.data(), n, 70, 90, -100.f);
+  EXPECT_EQ(Finding::detected_unlocated, pg.verify_and_correct(c.data()).finding);
+}
+
+TEST_F(AbftGpu, RefusesWhatItCannotDo) {
+  Context& ctx = shared_context();
+  EXPECT_THROW(ProtectedGemm<float>(ctx, 0, 4, 4), std::invalid_argument);
+  EXPECT_THROW(ProtectedGemm<float>(ctx, 4, 4, 4, gemm::Algo::wmma), std::invalid_argument);
+  DeviceBuffer<float> a(16), r(8), k(8);
+  EXPECT_THROW(encode<float>(ctx, a.data(), 4, 4, 3, {}, r.data(), k.data()), std::invalid_argument);
+  EXPECT_THROW(encode<float>(ctx, a.data(), 4, 4, 4, {Side::both, Backend::fused, 100}, r.data(), k.data()),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace skinny::abft
