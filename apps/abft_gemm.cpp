@@ -32,6 +32,7 @@ struct CampaignOptions {
 struct Tally {
   int injected = 0, above = 0, detected = 0, located = 0, corrected = 0, missed = 0;
   int below = 0, below_detected = 0, clean = 0, false_alarms = 0;
+  double clean_max_ratio = 0;  ///< largest |difference| / threshold over the clean trials: the margin
   std::vector<std::string> missed_why;
 };
 
@@ -119,7 +120,9 @@ int run_typed(const CampaignOptions& o) {
   for (int t = 0; t < clean_trials; ++t) {
     fresh(o.trials + t);
     tally.clean++;
-    tally.false_alarms += pg.verify_and_correct(c.data()).finding != abft::Finding::clean;
+    const abft::Report report = pg.verify_and_correct(c.data());
+    tally.false_alarms += report.finding != abft::Finding::clean;
+    tally.clean_max_ratio = std::max(tally.clean_max_ratio, report.max_ratio);
   }
   // The cost of protection on this backend: carried checksums + verification against the product alone.
   const Timing plain = time_on_stream(stream, [&] { pg.multiply_unprotected(a.data(), b.data(), c.data()); });
@@ -142,7 +145,8 @@ int run_typed(const CampaignOptions& o) {
     std::printf("%-34s %8d  (%d of them detected anyway)\n", "below the threshold: undetectable", tally.below,
                 tally.below_detected);
   }
-  std::printf("%-34s %8d of %d clean trials\n", "false alarms", tally.false_alarms, tally.clean);
+  std::printf("%-34s %8d of %d clean trials (largest rounding difference: %.3g of the threshold)\n", "false alarms",
+              tally.false_alarms, tally.clean, tally.clean_max_ratio);
   std::printf("protection overhead: %.3f ms protected (multiply + verify) vs %.3f ms unprotected: %+.1f %%\n",
               guarded.median_ms, plain.median_ms, 100 * (guarded.median_ms / plain.median_ms - 1));
   for (const auto& why : tally.missed_why) std::printf("  missed: %s\n", why.c_str());
@@ -156,7 +160,7 @@ int run_typed(const CampaignOptions& o) {
         .field("detected", tally.detected).field("located", tally.located).field("corrected", tally.corrected)
         .field("missed", tally.missed).field("below_threshold", tally.below)
         .field("below_threshold_detected", tally.below_detected).field("clean_trials", tally.clean)
-        .field("false_alarms", tally.false_alarms).field("protected_ms", guarded.median_ms)
+        .field("false_alarms", tally.false_alarms).field("clean_max_ratio_to_threshold", tally.clean_max_ratio).field("protected_ms", guarded.median_ms)
         .field("unprotected_ms", plain.median_ms).field("overhead_percent", 100 * (guarded.median_ms / plain.median_ms - 1));
     json.key("missed_details").begin_array();
     for (const auto& why : tally.missed_why) json.value(why);

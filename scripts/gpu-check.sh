@@ -5,10 +5,11 @@
 # compute-sanitizer memcheck on the GPU tests, runs the benchmarks, writes logs and JSON to OUTDIR
 # and prints a short table last. Environment knobs (for quick iterations):
 #   SKINNY_STEPS="build test bench memcheck racecheck"   steps to run (default: all)
-#   SKINNY_BENCH_SIZES="1024,2048,4096,8192"   gemm-bench sizes
-#   SKINNY_TSM2_ARGS=""                         extra tsm2-bench arguments (e.g. --no-ablation)
-#   SKINNY_MEMCHECK_FILTER                      gtest filter for memcheck; by default all but the paper's
-#                                               TSM2 V0/V1 (global-memory only, and minutes under memcheck)
+#   RUN_ALL_SKIP="ladder tsm2 kmeans abft"      benchmark parts to skip (bench/run-all.sh)
+#   SKINNY_MEMCHECK_FILTER                      gtest filter for memcheck of gemm_gpu_tests; by default all but
+#                                               the paper's TSM2 V0/V1 (global-memory only, minutes under memcheck);
+#                                               the kmeans and abft GPU tests run under memcheck too, without
+#                                               their largest cases
 #   SKINNY_RACECHECK_FILTER                     gtest filter for racecheck; by default the TSM2 kernels
 #                                               (shared memory and cp.async) on small shapes
 set -uo pipefail
@@ -17,7 +18,6 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
 steps=${SKINNY_STEPS:-"build test bench memcheck racecheck"}
-sizes=${SKINNY_BENCH_SIZES:-1024,2048,4096,8192}
 build=build/gpu-check
 declare -A status
 
@@ -37,16 +37,9 @@ if has test; then
 fi
 
 if has bench; then
-  bench=0
-  : >"$out/bench.txt"
-  for precision in float half double; do
-    "$build/apps/gemm-bench" --precision "$precision" --sizes "$sizes" --json "$out/gemm_$precision.json" \
-      >>"$out/bench.txt" 2>&1 || bench=1
-  done
-  # shellcheck disable=SC2086
-  "$build/apps/tsm2-bench" --json "$out/tsm2.json" ${SKINNY_TSM2_ARGS:-} >>"$out/bench.txt" 2>&1 || bench=1
-  status[bench]=$bench
-  cat "$out/bench.txt"
+  bench/run-all.sh "$out/bench" >"$out/bench.txt" 2>&1
+  status[bench]=$?
+  sed -n '/^== run-all/,$p' "$out/bench.txt"
 fi
 
 if has memcheck; then
@@ -54,7 +47,11 @@ if has memcheck; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*-*/tsm2_v0_*:*/tsm2_v1_*}" >>"$out/sanitizer.log" 2>&1
   status[memcheck]=$?
-  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -3
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/kmeans/kmeans_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*-*SixtyFourBit*:*RecoversBlobs*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*-*Campaign*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -9
 fi
 
 if has racecheck; then
@@ -62,7 +59,12 @@ if has racecheck; then
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}" >>"$out/sanitizer.log" 2>&1
   status[racecheck]=$?
-  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -3
+  # The fused ABFT encoder (shared-memory tiles) and the K-means argmin (shared-memory counts).
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*EveryEncoder*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*MatchesTheCpuReference*:*EmptyCluster*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -9
 fi
 
 echo

@@ -35,6 +35,9 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const T* __restrict__ a
   const std::int64_t i = r0 + tid;  // the row this thread sums
   const int col = tid / kPerCol, q = tid % kPerCol;  // the column this thread helps sum, and its share of rows
   T row_e = 0, row_w = 0;
+  // Weights restart in every density block; a tile never straddles two (density: a multiple of the band),
+  // so one division per tile gives them all.
+  const T row_weight0 = T(r0 % b_rows + 1);
   for (int t = 0; t < kTilesPerBand; ++t) {
     const std::int64_t c0 = band * kFusedBand + std::int64_t(t) * kCols;
     if (c0 >= n) break;
@@ -45,10 +48,11 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const T* __restrict__ a
 #pragma unroll
     for (int c = 0; c < kCols; ++c) tile[c][tid] = v[c];
     __syncthreads();
+    const T col_weight0 = T(c0 % b_cols + 1);
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       row_e += v[c];
-      row_w += T((c0 + c) % b_cols + 1) * v[c];
+      row_w += (col_weight0 + T(c)) * v[c];
     }
     T ce = 0, cw = 0;
 #pragma unroll
@@ -56,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const T* __restrict__ a
       const int r = q + kPerCol * k;
       const T x = tile[col][r];
       ce += x;
-      cw += T((r0 + r) % b_rows + 1) * x;
+      cw += (row_weight0 + T(r)) * x;
     }
 #pragma unroll
     for (int off = 1; off < kPerCol; off <<= 1) {
