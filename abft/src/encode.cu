@@ -38,12 +38,20 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const T* __restrict__ a
   // Weights restart in every density block; a tile never straddles two (density: a multiple of the band),
   // so one division per tile gives them all.
   const T row_weight0 = T(r0 % b_rows + 1);
+  // The next tile's loads are issued before this tile is summed, so a block keeps its reads in flight.
+  const auto load = [&](std::int64_t c0, T (&v)[kCols]) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) v[c] = (i < m && c0 + c < n) ? a[(c0 + c) * lda + i] : T(0);
+  };
+  T next[kCols];
+  load(band * kFusedBand, next);
   for (int t = 0; t < kTilesPerBand; ++t) {
     const std::int64_t c0 = band * kFusedBand + std::int64_t(t) * kCols;
     if (c0 >= n) break;
     T v[kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) v[c] = (i < m && c0 + c < n) ? a[(c0 + c) * lda + i] : T(0);
+    for (int c = 0; c < kCols; ++c) v[c] = next[c];
+    if (t + 1 < kTilesPerBand && c0 + kCols < n) load(c0 + kCols, next);
     __syncthreads();  // the previous tile has been read
 #pragma unroll
     for (int c = 0; c < kCols; ++c) tile[c][tid] = v[c];
