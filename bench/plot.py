@@ -21,13 +21,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 def load_newest(results_dir):
     """{(benchmark, variant): json} keeping the newest date for each key."""
     newest = {}
-    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.json"), recursive=True)):
         with open(path) as f:
             try:
                 data = json.load(f)
             except json.JSONDecodeError as e:
                 sys.exit(f"plot.py: {path}: not JSON ({e})")
         variant = data.get("precision", data.get("variant", ""))
+        if data.get("benchmark") == "kmeans":  # one file per run: keyed by everything that varies
+            variant = (variant, data["n"], data["d"], data["k"], data["backend"], "compare" in data)
         if data.get("benchmark") == "tsm2-bench" and any(r["algo"] == "tsm2_v0" for r in data["results"]):
             variant = "ablation"  # kept apart: a later run without the ablation must not hide it
         key = (data.get("benchmark", "?"), variant)
@@ -148,7 +150,57 @@ def main():
         plotter(newest, figures_dir)
 
 
-EXTRA_PLOTTERS = []  # K-means and ABFT figures register here (see below)
+def plot_kmeans(newest, figures_dir):
+    """K-means end to end over n (the paper's Fig. 8): ms per iteration with tsm2 and cuBLAS, and the speedup."""
+    runs = [d for (b, _), d in newest.items() if b == "kmeans" and d["d"] == 4096 and d["k"] == 16 and "compare" not in d]
+    if not runs:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for precision, marker in (("float", "o"), ("double", "s")):
+        by = {(d["n"], d["backend"]): d["median_iteration_ms"] for d in runs if d["precision"] == precision}
+        ns = sorted({n for n, _ in by})
+        for backend, color in (("tsm2", "C1"), ("cublas", "C0")):
+            axes[0].plot(ns, [by.get((n, backend), math.nan) for n in ns], marker=marker, color=color,
+                         label=f"{backend}, {precision}")
+        axes[1].plot(ns, [by[(n, "cublas")] / by[(n, "tsm2")] for n in ns if (n, "tsm2") in by and (n, "cublas") in by],
+                     marker=marker, label=precision)
+    axes[0].set_xscale("log", base=2)
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("points n (d = 4096, k = 16)")
+    axes[0].set_ylabel("median ms per Lloyd iteration")
+    axes[0].legend(fontsize=8)
+    axes[1].set_xscale("log", base=2)
+    axes[1].axhline(1, color="k", linewidth=0.8)
+    axes[1].set_xlabel("points n")
+    axes[1].set_ylabel("speedup of tsm2 over cuBLAS, end to end")
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"K-means, 100 iterations (the paper's Fig. 8)\n{subtitle(runs[0])}", fontsize=10)
+    save(fig, figures_dir, "kmeans_speedup.png")
+
+
+def plot_abft(newest, figures_dir):
+    """ABFT encoding over size (the paper's Fig. 9): speedup of each backend over cuBLAS, row + column checksums."""
+    runs = [d for (b, _), d in newest.items() if b == "abft-encode"]
+    if not runs:
+        return
+    fig, axes = plt.subplots(1, len(runs), figsize=(6 * len(runs), 4), squeeze=False)
+    for ax, data in zip(axes[0], sorted(runs, key=lambda d: d["precision"], reverse=True)):
+        rows = [r for r in data["results"] if r.get("supported") and r["side"] == "both"]
+        sizes = sorted({r["size"] for r in rows})
+        for backend in ("tsm2", "fused"):
+            by = {r["size"]: r.get("speedup_vs_cublas", math.nan) for r in rows if r["backend"] == backend}
+            ax.plot(sizes, [by.get(s, math.nan) for s in sizes], marker="o", label=f"{backend} (both checksums)")
+        ax.axhline(1, color="k", linewidth=0.8)
+        ax.axhline(2, color="grey", linewidth=0.8, linestyle="dotted")
+        ax.set_xlabel("matrix size n (A is n x n)")
+        ax.set_ylabel("speedup over cuBLAS (two GEMMs)")
+        ax.set_title(f'{data["precision"]}, density {data["density"]}', fontsize=10)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"ABFT checksum encoding (the paper's Fig. 9)\n{subtitle(runs[0])}", fontsize=10)
+    save(fig, figures_dir, "abft_speedup.png")
+
+
+EXTRA_PLOTTERS = [plot_kmeans, plot_abft]
 
 if __name__ == "__main__":
     main()
