@@ -9,6 +9,7 @@
 #include "common/timing.hpp"
 
 #include <skinny/abft/abft.hpp>
+#include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/reference.hpp>
 
@@ -140,8 +141,7 @@ int run_typed(const EncodeOptions& o_in) {
     input = read_matrix<T>(o.input);
     o.sizes = {input->cols};
   }
-  cudaStream_t stream = nullptr;
-  SKINNY_CUDA_TRY(cudaStreamCreate(&stream));
+  const CudaStream stream;
   Context ctx(stream);
   const ReadCeiling ceiling = measure_read_ceiling(stream);
   std::vector<Row> rows;
@@ -188,7 +188,6 @@ int run_typed(const EncodeOptions& o_in) {
     json.end_array().end_object();
     write_file_atomically(o.common.json, json.str());
   }
-  SKINNY_CUDA_TRY(cudaStreamDestroy(stream));
   return 0;
 }
 

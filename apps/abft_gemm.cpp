@@ -7,6 +7,7 @@
 #include "common/timing.hpp"
 
 #include <skinny/abft/abft.hpp>
+#include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 
 #include <cmath>
@@ -56,8 +57,7 @@ int run_typed(const CampaignOptions& o) {
   const std::int64_t n = o.size;
   require_gpu_memory(7.0 * double(n) * double(n) * sizeof(T), "a protected " + std::to_string(n) + "^2 GEMM",
                      "; pass a smaller --size");
-  cudaStream_t stream = nullptr;
-  SKINNY_CUDA_TRY(cudaStreamCreate(&stream));
+  const CudaStream stream;
   Context ctx(stream);
   const std::size_t count = static_cast<std::size_t>(n * n);
   DeviceBuffer<T> a(count), b(count), c(count), clean(count);
@@ -167,7 +167,6 @@ int run_typed(const CampaignOptions& o) {
     json.end_array().end_object();
     write_file_atomically(o.common.json, json.str());
   }
-  SKINNY_CUDA_TRY(cudaStreamDestroy(stream));
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "common/checked_run.hpp"
 #include "common/timing.hpp"
 
+#include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
 #include <skinny/gemm/reference.hpp>
@@ -63,8 +64,7 @@ std::vector<Row> bench_precision(const GemmBenchOptions& o, double unit_roundoff
     const bool wanted = o.algos.empty() || std::find(o.algos.begin(), o.algos.end(), info.name) != o.algos.end();
     if (wanted && info.algo != Algo::cublas) algos.push_back(info.algo);
   }
-  cudaStream_t stream = nullptr;
-  SKINNY_CUDA_TRY(cudaStreamCreate(&stream));
+  const CudaStream stream;
   Context ctx(stream);
   std::vector<Row> rows;
   for (const std::int64_t s : o.sizes) {
@@ -88,7 +88,6 @@ std::vector<Row> bench_precision(const GemmBenchOptions& o, double unit_roundoff
       rows.push_back(row);
     }
   }
-  SKINNY_CUDA_TRY(cudaStreamDestroy(stream));
   return rows;
 }
 

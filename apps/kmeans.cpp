@@ -6,6 +6,7 @@
 #include "common/matrix_io.hpp"
 #include "common/timing.hpp"
 
+#include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
 #include <skinny/kmeans/kmeans.hpp>
@@ -141,8 +142,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   const bool synthetic = !in.data;
   require_gpu_memory(device_bytes<T>(o), "k-means on " + std::to_string(o.n) + " x " + std::to_string(o.d) + " " + o.common.precision,
                      "; use --precision float, a smaller --n or --d");
-  cudaStream_t stream = nullptr;
-  SKINNY_CUDA_TRY(cudaStreamCreate(&stream));
+  const CudaStream stream;
   Context ctx(stream);
   DeviceBuffer<T> x(static_cast<std::size_t>(o.n) * static_cast<std::size_t>(o.d));
   std::vector<std::int32_t> truth;
@@ -266,7 +266,6 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     json.end_object();
     write_file_atomically(o.common.json, json.str());
   }
-  SKINNY_CUDA_TRY(cudaStreamDestroy(stream));
   return 0;
 }
 

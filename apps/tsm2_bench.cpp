@@ -7,6 +7,7 @@
 #include "common/json_writer.hpp"
 #include "common/read_ceiling.hpp"
 
+#include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
 
@@ -209,8 +210,7 @@ std::string to_json(const Tsm2BenchOptions& o, const std::vector<Row>& rows, con
 }
 
 int run_tsm2_bench(const Tsm2BenchOptions& o) {
-  cudaStream_t stream = nullptr;
-  SKINNY_CUDA_TRY(cudaStreamCreate(&stream));
+  const CudaStream stream;
   Context ctx(stream);
   const ReadCeiling ceiling = measure_read_ceiling(stream);
   const std::vector<Shape> list = shapes(o);
@@ -225,7 +225,6 @@ int run_tsm2_bench(const Tsm2BenchOptions& o) {
   }
   print_table(list, rows, ceiling);
   if (!o.common.json.empty()) write_file_atomically(o.common.json, to_json(o, rows, ceiling));
-  SKINNY_CUDA_TRY(cudaStreamDestroy(stream));
   for (const auto& r : rows)
     if (!r.run.check_passed) {
       std::cerr << "tsm2-bench: error: " << r.algo << " on " << r.shape.rows << "x" << r.shape.inner

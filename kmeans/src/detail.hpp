@@ -1,6 +1,7 @@
 // Internal pieces of the Lloyd loop; callers have validated their inputs (see lloyd.cu).
 #pragma once
 
+#include <skinny/gemm/device_buffer.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
 #include <cuda_runtime.h>
@@ -63,9 +64,6 @@ template <class T>
 class Updater {
  public:
   Updater(std::int64_t n, std::int64_t d, std::int64_t k);
-  ~Updater();
-  Updater(const Updater&) = delete;
-  Updater& operator=(const Updater&) = delete;
 
   /// New centroids from the labels: sums of each cluster's points in a fixed order (sort by label,
   /// pieces of a cluster summed in double, pieces added in order), empty clusters moved to the points
@@ -77,19 +75,16 @@ class Updater {
  private:
   std::int64_t n_, d_, k_;
   int vec_ = 1;
-  std::int32_t* keys_ = nullptr;  ///< labels, then sorted labels
-  std::int32_t* perm_ = nullptr;  ///< point indices sorted by label (stable)
-  std::int32_t* keys_out_ = nullptr;
-  std::int32_t* perm_in_ = nullptr;
-  void* sort_temp_ = nullptr;
+  DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels, then sorted labels
+  DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices, then sorted by label (stable)
+  DeviceBuffer<unsigned char> sort_temp_;
   std::size_t sort_temp_bytes_ = 0;
-  double* piece_sums_ = nullptr;  ///< [pieces][d]
-  std::int64_t piece_capacity_ = 0;
-  double* cluster_sums_ = nullptr;  ///< [k][d]
-  double* shift_parts_ = nullptr;   ///< [k][d]
-  std::int64_t* pieces_ = nullptr;  ///< per piece: start, length (into perm), cluster
-  std::int64_t* piece_begin_ = nullptr;  ///< [k + 1] first piece of each cluster
-  int* counts_ = nullptr;                 ///< the counts after empty-cluster moves
+  DeviceBuffer<double> piece_sums_;    ///< [pieces][d]
+  DeviceBuffer<double> cluster_sums_;  ///< [k][d]
+  DeviceBuffer<double> shift_parts_;   ///< [k][d]
+  DeviceBuffer<std::int64_t> pieces_;       ///< per piece: start, length (into perm), cluster
+  DeviceBuffer<std::int64_t> piece_begin_;  ///< [k + 1] first piece of each cluster
+  DeviceBuffer<int> counts_;                ///< the counts after empty-cluster moves
 };
 
 }  // namespace skinny::kmeans::detail

@@ -100,10 +100,8 @@ __global__ void means_kernel(const double* __restrict__ cluster_sums, const int*
 }
 
 template <class U>
-U* device_alloc(std::int64_t count) {
-  U* p = nullptr;
-  SKINNY_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&p), static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * sizeof(U)));
-  return p;
+DeviceBuffer<U> device_array(std::int64_t count) {
+  return DeviceBuffer<U>(static_cast<std::size_t>(std::max<std::int64_t>(count, 1)));
 }
 
 int bits_for(std::int64_t k) {
@@ -118,29 +116,20 @@ template <class T>
 Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k) : n_(n), d_(d), k_(k) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   vec_ = d % kVec == 0 ? kVec : 1;
-  keys_ = device_alloc<std::int32_t>(n);
-  keys_out_ = device_alloc<std::int32_t>(n);
-  perm_ = device_alloc<std::int32_t>(n);
-  perm_in_ = device_alloc<std::int32_t>(n);
-  SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_temp_bytes_, keys_, keys_out_, perm_in_, perm_,
-                                                  static_cast<int>(n), 0, bits_for(k)));
-  sort_temp_ = device_alloc<unsigned char>(static_cast<std::int64_t>(sort_temp_bytes_));
-  piece_capacity_ = n / kPiece + k + 1;
-  piece_sums_ = device_alloc<double>(piece_capacity_ * d);
-  cluster_sums_ = device_alloc<double>(k * d);
-  shift_parts_ = device_alloc<double>(k * d);
-  pieces_ = device_alloc<std::int64_t>(3 * piece_capacity_);
-  piece_begin_ = device_alloc<std::int64_t>(k + 1);
-  counts_ = device_alloc<int>(k);
-}
-
-template <class T>
-Updater<T>::~Updater() {
-  for (void* p : {static_cast<void*>(keys_), static_cast<void*>(keys_out_), static_cast<void*>(perm_),
-                  static_cast<void*>(perm_in_), sort_temp_, static_cast<void*>(piece_sums_),
-                  static_cast<void*>(cluster_sums_), static_cast<void*>(shift_parts_), static_cast<void*>(pieces_),
-                  static_cast<void*>(piece_begin_), static_cast<void*>(counts_)})
-    cudaFree(p);
+  keys_ = device_array<std::int32_t>(n);
+  keys_out_ = device_array<std::int32_t>(n);
+  perm_ = device_array<std::int32_t>(n);
+  perm_in_ = device_array<std::int32_t>(n);
+  SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_temp_bytes_, keys_.data(), keys_out_.data(),
+                                                  perm_in_.data(), perm_.data(), static_cast<int>(n), 0, bits_for(k)));
+  sort_temp_ = device_array<unsigned char>(static_cast<std::int64_t>(sort_temp_bytes_));
+  const std::int64_t piece_capacity = n / kPiece + k + 1;
+  piece_sums_ = device_array<double>(piece_capacity * d);
+  cluster_sums_ = device_array<double>(k * d);
+  shift_parts_ = device_array<double>(k * d);
+  pieces_ = device_array<std::int64_t>(3 * piece_capacity);
+  piece_begin_ = device_array<std::int64_t>(k + 1);
+  counts_ = device_array<int>(k);
 }
 
 template <class T>
@@ -150,10 +139,10 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
   SKINNY_CUDA_TRY(cudaMemcpyAsync(counts.data(), counts_dev, counts.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
 
   // Points sorted by label; the radix sort is stable, so each cluster's points stay in index order.
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_, labels, static_cast<std::size_t>(n_) * sizeof(std::int32_t),
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_.data(), labels, static_cast<std::size_t>(n_) * sizeof(std::int32_t),
                                   cudaMemcpyDeviceToDevice, stream));
-  thrust::sequence(thrust::cuda::par_nosync.on(stream), perm_in_, perm_in_ + n_);
-  SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_temp_, sort_temp_bytes_, keys_, keys_out_, perm_in_, perm_,
+  thrust::sequence(thrust::cuda::par_nosync.on(stream), perm_in_.data(), perm_in_.data() + n_);
+  SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_temp_.data(), sort_temp_bytes_, keys_.data(), keys_out_.data(), perm_in_.data(), perm_.data(),
                                                   static_cast<int>(n_), 0, bits_for(k_), stream));
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // counts on the host decide the pieces
 
@@ -167,20 +156,20 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
   }
   const auto npieces = static_cast<std::int64_t>(pieces.size() / 3);
   begin[static_cast<std::size_t>(k_)] = npieces;
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(pieces_, pieces.data(), pieces.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(piece_begin_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(pieces_.data(), pieces.data(), pieces.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(piece_begin_.data(), begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
 
   if (npieces > 0) {
     const std::int64_t cols = (d_ / vec_ + kThreads - 1) / kThreads;
     const dim3 grid(static_cast<unsigned>(npieces), static_cast<unsigned>(cols));
     if (vec_ == 16 / static_cast<int>(sizeof(T)))
-      piece_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, 0, stream>>>(x, d_, perm_, pieces_, piece_sums_);
+      piece_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, 0, stream>>>(x, d_, perm_.data(), pieces_.data(), piece_sums_.data());
     else
-      piece_sums_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, d_, perm_, pieces_, piece_sums_);
+      piece_sums_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, d_, perm_.data(), pieces_.data(), piece_sums_.data());
     SKINNY_CHECK_LAUNCH();
   }
   const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
-  cluster_sums_kernel<<<grid_kd, 256, 0, stream>>>(piece_sums_, piece_begin_, d_, cluster_sums_);
+  cluster_sums_kernel<<<grid_kd, 256, 0, stream>>>(piece_sums_.data(), piece_begin_.data(), d_, cluster_sums_.data());
   SKINNY_CHECK_LAUNCH();
 
   // Empty clusters take the points farthest from their centroids (largest distance first, ties to the
@@ -204,7 +193,7 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
     for (std::ptrdiff_t e = 0; e < m; ++e) {
       const std::int64_t point = order[static_cast<std::size_t>(e)], to = empty[static_cast<std::size_t>(e)];
       const std::int32_t from = lab[static_cast<std::size_t>(point)];
-      move_point_kernel<T><<<1, 256, 0, stream>>>(x, d_, point, from, to, cluster_sums_);
+      move_point_kernel<T><<<1, 256, 0, stream>>>(x, d_, point, from, to, cluster_sums_.data());
       SKINNY_CHECK_LAUNCH();
       --counts[static_cast<std::size_t>(from)];
       counts[static_cast<std::size_t>(to)] = 1;
@@ -213,10 +202,10 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // `label` lives on this stack frame
     }
   }
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_, counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
-  means_kernel<T><<<grid_kd, 256, 0, stream>>>(cluster_sums_, counts_, old_c, d_, new_c, shift_parts_);
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_.data(), counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
+  means_kernel<T><<<grid_kd, 256, 0, stream>>>(cluster_sums_.data(), counts_.data(), old_c, d_, new_c, shift_parts_.data());
   SKINNY_CHECK_LAUNCH();
-  const double* parts = shift_parts_;
+  const double* parts = shift_parts_.data();
   const double shift = thrust::transform_reduce(
       thrust::cuda::par.on(stream), thrust::counting_iterator<std::int64_t>(0),
       thrust::counting_iterator<std::int64_t>(k_ * d_), [=] __device__(std::int64_t i) -> double { return parts[i]; }, 0.0,
