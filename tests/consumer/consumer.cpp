@@ -1,7 +1,9 @@
 // A tiny program using skinny as a library user would: validate a GEMM on the host, and run it when
 // there is a GPU. Built in CI against the installed package and through add_subdirectory.
+#include <skinny/abft/abft.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
+#include <skinny/kmeans/kmeans.hpp>
 
 #include <cstdio>
 #include <vector>
@@ -12,8 +14,11 @@ int main() {
   const g::Arguments<float> probe{g::row_major<const float>(host, 2, 2), g::row_major<const float>(host, 2, 2),
                                   g::row_major(host, 2, 2)};
   if (!g::can_implement(g::Algo::vectorized, probe)) return 1;
+  // The applications' host-side pieces link too.
+  if (skinny::kmeans::adjusted_rand_index({0, 0, 1}, {4, 4, 2}) != 1.0) return 1;
+  if (!skinny::abft::cannot_encode(skinny::abft::Backend::fused, 4096, 4096, 0).empty()) return 1;
   if (skinny::cuda_device_count() == 0) {
-    std::printf("consumer: linked skinny::gemm (%zu algorithms); no GPU, host-side check only\n",
+    std::printf("consumer: linked skinny::gemm (%zu algorithms), skinny::kmeans, skinny::abft; no GPU, host-side check only\n",
                 g::algorithms().size());
     return 0;
   }
