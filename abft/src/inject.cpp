@@ -1,6 +1,7 @@
 // Fault injection, reproducible from a seed: one bit of one element, or a value added to it.
 #include <skinny/abft/abft.hpp>
 #include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/splitmix64.hpp>
 
 #include <cstring>
 #include <stdexcept>
@@ -9,12 +10,6 @@
 namespace skinny::abft {
 namespace {
 
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 /// [first, last] bit of a range for an element of `bits` bits with `mantissa` mantissa bits.
 void bit_span(BitRange r, int bits, int mantissa, int& first, int& last) {
@@ -59,13 +54,13 @@ Injection inject_bit_flip(Context& ctx, T* x, std::int64_t m, std::int64_t n, st
   if (x == nullptr || m < 1 || n < 1 || row >= m || col >= n)
     throw std::invalid_argument("inject_bit_flip: element (" + std::to_string(row) + ", " + std::to_string(col) +
                                 ") of a " + std::to_string(m) + " x " + std::to_string(n) + " matrix");
-  std::uint64_t state = mix(seed ^ 0x464c4950ull);
+  std::uint64_t state = splitmix64(seed ^ 0x464c4950ull);
   Injection inj;
-  inj.row = row >= 0 ? row : static_cast<std::int64_t>(mix(state++) % std::uint64_t(m));
-  inj.col = col >= 0 ? col : static_cast<std::int64_t>(mix(state++) % std::uint64_t(n));
+  inj.row = row >= 0 ? row : static_cast<std::int64_t>(splitmix64(state++) % std::uint64_t(m));
+  inj.col = col >= 0 ? col : static_cast<std::int64_t>(splitmix64(state++) % std::uint64_t(n));
   int first = 0, last = 0;
   bit_span(range, int(8 * sizeof(T)), sizeof(T) == 8 ? 52 : 23, first, last);
-  inj.bit = bit >= 0 ? bit : first + static_cast<int>(mix(state++) % std::uint64_t(last - first + 1));
+  inj.bit = bit >= 0 ? bit : first + static_cast<int>(splitmix64(state++) % std::uint64_t(last - first + 1));
   T* p = x + inj.col * m + inj.row;
   const T before = read(ctx, p);
   const T after = flip_bit(before, inj.bit);

@@ -1,6 +1,7 @@
 #include "device_data.hpp"
 
 #include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/splitmix64.hpp>
 
 #include <thrust/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -13,13 +14,6 @@
 namespace skinny::apps {
 namespace {
 
-// splitmix64: a counter-based generator, so element i does not depend on the thread that writes it.
-__host__ __device__ std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 template <class T>
 __device__ T from_double(double v) {
@@ -40,10 +34,10 @@ struct SquaredPair {
 
 template <class T>
 void fill_uniform(T* x, std::size_t count, std::uint64_t seed, double lo, double hi, cudaStream_t stream) {
-  const std::uint64_t key = mix(seed);
+  const std::uint64_t key = splitmix64(seed);
   thrust::transform(thrust::cuda::par_nosync.on(stream), thrust::counting_iterator<std::size_t>(0),
                     thrust::counting_iterator<std::size_t>(count), x, [=] __device__(std::size_t i) -> T {
-                      const double u = double(mix(key ^ mix(i)) >> 11) * 0x1.0p-53;  // [0, 1)
+                      const double u = double(splitmix64(key ^ splitmix64(i)) >> 11) * 0x1.0p-53;  // [0, 1)
                       return from_double<T>(lo + (hi - lo) * u);
                     });
   SKINNY_CHECK_LAUNCH();

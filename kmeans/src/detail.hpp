@@ -51,14 +51,6 @@ template <class T>
 void blobs(T* x, T* centers, std::int64_t n, std::int64_t d, int k, std::uint64_t seed, double stddev,
            double center_box, cudaStream_t stream);
 
-/// splitmix64: a counter-based generator; the same seed gives the same stream everywhere.
-inline std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /// The centroid update of one iteration. Owns its device buffers; reused across iterations.
 template <class T>
 class Updater {

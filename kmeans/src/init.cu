@@ -5,6 +5,7 @@
 
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/splitmix64.hpp>
 
 #include <thrust/binary_search.h>
 #include <thrust/execution_policy.h>
@@ -20,7 +21,7 @@ namespace skinny::kmeans::detail {
 namespace {
 
 /// Uniform double in [0, 1) from the generator state (advances it).
-double uniform(std::uint64_t& state) { return double(mix(state++) >> 11) * 0x1.0p-53; }
+double uniform(std::uint64_t& state) { return double(splitmix64(state++) >> 11) * 0x1.0p-53; }
 
 template <class T>
 void copy_row(T* dst, const T* x, std::int64_t row, std::int64_t d, cudaStream_t stream) {
@@ -32,11 +33,11 @@ void copy_row(T* dst, const T* x, std::int64_t row, std::int64_t d, cudaStream_t
 template <class T>
 void init_random(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_t seed, T* c) {
   // k draws of a Fisher-Yates shuffle, the swaps kept in a map: O(k) for any n.
-  std::uint64_t state = mix(seed ^ 0x52414e444f4dull);
+  std::uint64_t state = splitmix64(seed ^ 0x52414e444f4dull);
   std::unordered_map<std::int64_t, std::int64_t> swapped;
   auto at = [&](std::int64_t i) { auto it = swapped.find(i); return it == swapped.end() ? i : it->second; };
   for (std::int64_t i = 0; i < k; ++i) {
-    const std::int64_t j = i + static_cast<std::int64_t>(mix(state++) % static_cast<std::uint64_t>(n - i));
+    const std::int64_t j = i + static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(n - i));
     const std::int64_t pick = at(j);
     swapped[j] = at(i);
     copy_row(c + i * d, x, pick, d, ctx.stream());
@@ -47,7 +48,7 @@ template <class T>
 void init_kmeans_plus_plus(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                            std::uint64_t seed, const T* xnorm, T* c) {
   const cudaStream_t stream = ctx.stream();
-  std::uint64_t state = mix(seed ^ 0x4b4d45414e53ull);
+  std::uint64_t state = splitmix64(seed ^ 0x4b4d45414e53ull);
   // Greedy k-means++ (scikit-learn's): 2 + ln k candidates per step, keep the one that lowers the
   // potential most. Plain D^2 sampling often seeds two centres in one blob in high dimension: there the
   // chosen blobs keep much of the D^2 mass (2d per point against ~70d for an unchosen blob).
@@ -57,7 +58,7 @@ void init_kmeans_plus_plus(Context& ctx, const T* x, std::int64_t n, std::int64_
   DeviceBuffer<double> targets(static_cast<std::size_t>(trials));
   DeviceBuffer<std::int64_t> found(static_cast<std::size_t>(trials));
 
-  std::int64_t first = static_cast<std::int64_t>(mix(state++) % static_cast<std::uint64_t>(n));
+  std::int64_t first = static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(n));
   copy_row(c, x, first, d, stream);
   gemm::gemm(ctx, {gemm::row_major<const T>(x, n, d), gemm::col_major<const T>(c, d, 1), gemm::row_major(g.data(), n, 1)});
   T cnorm{};
@@ -91,7 +92,7 @@ void init_kmeans_plus_plus(Context& ctx, const T* x, std::int64_t n, std::int64_
                                       cudaMemcpyDeviceToHost, stream));
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
     } else {  // every point sits on a chosen centre: any points will do
-      for (auto& pick : picks) pick = static_cast<std::int64_t>(mix(state++) % static_cast<std::uint64_t>(n));
+      for (auto& pick : picks) pick = static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(n));
     }
     // Distances of every point to all candidates in one pass over X (a skinny GEMM), then each
     // candidate's potential; ties go to the first candidate.

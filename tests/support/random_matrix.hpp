@@ -1,6 +1,8 @@
 // Host-side random test data: non-zero values of both signs, reproducible from a seed.
 #pragma once
 
+#include <skinny/gemm/splitmix64.hpp>
+
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -17,10 +19,8 @@ std::vector<T> random_nonzero(std::size_t count, std::uint32_t seed) {
   std::vector<T> v(count);
   std::uint64_t state = 0x9E3779B97F4A7C15ull * (std::uint64_t(seed) + 1);
   for (auto& x : v) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const std::uint64_t z = splitmix64(state);
+    state += 0x9E3779B97F4A7C15ull;
     const double magnitude = 0.25 + 0.75 * double(z >> 11) * 0x1.0p-53;
     const double value = (z & 1) ? -magnitude : magnitude;
     if constexpr (std::is_same_v<T, __half>)
