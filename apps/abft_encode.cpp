@@ -133,14 +133,9 @@ const Row* find(const std::vector<Row>& rows, std::int64_t size, const std::stri
   return nullptr;
 }
 
+/// `input`: the --input matrix, read and checked while parsing (empty: random matrices of --sizes).
 template <class T>
-int run_typed(const EncodeOptions& o_in) {
-  EncodeOptions o = o_in;
-  std::optional<HostData<T>> input;
-  if (!o.input.empty()) {
-    input = read_matrix<T>(o.input);
-    o.sizes = {input->cols};
-  }
+int run_typed(const EncodeOptions& o, const std::optional<HostData<T>>& input) {
   const CudaStream stream;
   Context ctx(stream);
   const ReadCeiling ceiling = measure_read_ceiling(stream);
@@ -200,25 +195,34 @@ int main(int argc, char** argv) {
                "abft-encode"};
   EncodeOptions options;
   setup_abft_encode(app, options);
-  app.callback([&] {  // checks that need no GPU, so bad input fails the same way without one
+  std::optional<HostData<float>> input_f;
+  std::optional<HostData<double>> input_d;
+  app.callback([&] {  // checks that need no GPU, so bad input fails the same way without one; the file is read once
+    std::int64_t rows = 0;
     if (!options.input.empty()) {
       try {
-        if (options.common.precision == "double")
-          (void)read_matrix<double>(options.input);
-        else
-          (void)read_matrix<float>(options.input);
+        if (options.common.precision == "double") {
+          input_d = read_matrix<double>(options.input);
+          rows = input_d->rows;
+          options.sizes = {input_d->cols};
+        } else {
+          input_f = read_matrix<float>(options.input);
+          rows = input_f->rows;
+          options.sizes = {input_f->cols};
+        }
       } catch (const std::exception& e) {
         throw CLI::ValidationError(e.what());
       }
     }
     if (!options.compare)
       for (auto n : options.sizes) {
-        const std::string why = skinny::abft::cannot_encode(skinny::abft::backend_from_name(options.backend), n, n,
-                                                            options.density);
+        const std::string why = skinny::abft::cannot_encode(skinny::abft::backend_from_name(options.backend),
+                                                            rows > 0 ? rows : n, n, options.density);
         if (!why.empty()) throw CLI::ValidationError("--backend " + options.backend + ": " + why);
       }
   });
   return run_app(app, argc, argv, options.common, [&] {
-    return options.common.precision == "double" ? run_typed<double>(options) : run_typed<float>(options);
+    return options.common.precision == "double" ? run_typed<double>(options, input_d)
+                                                : run_typed<float>(options, input_f);
   });
 }
