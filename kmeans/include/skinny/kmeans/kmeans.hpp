@@ -44,14 +44,11 @@ struct Params {
   std::function<void(const IterationInfo&)> progress;
 };
 
-/// GPU time spent in each phase over the whole fit, and per iteration.
+/// GPU time of each iteration and of each of its phases: distances (the GEMMs X C^T), argmin (nearest
+/// centroid, inertia, counts), update (centroid sums and means, empty clusters, shift).
 struct PhaseTiming {
-  double distances_ms = 0;  ///< the GEMMs X C^T
-  double argmin_ms = 0;     ///< nearest centroid, inertia, counts
-  double update_ms = 0;     ///< centroid sums and means, empty clusters, shift
-  double init_ms = 0;       ///< norms, variance and the initial centroids
-  std::vector<double> iteration_ms;  ///< GPU time of each iteration
-  std::vector<double> distances_iteration_ms, argmin_iteration_ms, update_iteration_ms;  ///< per iteration
+  double init_ms = 0;  ///< norms, variance and the initial centroids
+  std::vector<double> iteration_ms, distances_iteration_ms, argmin_iteration_ms, update_iteration_ms;
 };
 
 template <class T>
