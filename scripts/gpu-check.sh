@@ -47,11 +47,14 @@ if has memcheck; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*-*/tsm2_v0_*:*/tsm2_v1_*}" >>"$out/sanitizer.log" 2>&1
   status[memcheck]=$?
+  # Row-major A on the tensor-core kernel alone (the trial would pick per shape).
+  SKINNY_TSM2_RM_KERNEL=mma compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" \
+    --gtest_brief=1 --gtest_filter='*/tsm2_f*:Tsm2.*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/kmeans/kmeans_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*-*SixtyFourBit*:*RecoversBlobs*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*-*Campaign*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
-  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -9
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -12
 fi
 
 if has racecheck; then
@@ -59,12 +62,15 @@ if has racecheck; then
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}" >>"$out/sanitizer.log" 2>&1
   status[racecheck]=$?
+  SKINNY_TSM2_RM_KERNEL=mma compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" \
+    --gtest_brief=1 --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}:*tsm2_f*m1000n16k1000_*" \
+    >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   # The fused ABFT encoder (shared-memory tiles) and the K-means argmin (shared-memory counts).
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*EveryEncoder*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*MatchesTheCpuReference*:*EmptyCluster*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
-  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -9
+  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -12
 fi
 
 echo

@@ -1,0 +1,104 @@
+// Device pieces the fast TSM2 kernels share (tsm2.cu, rm_mma_kernel.cuh): vector types, cp.async
+// copies into shared memory, the kernel arguments, the alpha/beta store and the B-tile fill.
+// Included only by tsm2.cu.
+#pragma once
+
+#include <cstdint>
+
+namespace skinny::gemm::detail::tsm2_device {
+
+template <class T, int N>
+struct VecOf;
+template <> struct VecOf<float, 1> { using type = float; };
+template <> struct VecOf<float, 4> { using type = float4; };
+template <> struct VecOf<double, 1> { using type = double; };
+template <> struct VecOf<double, 2> { using type = double2; };
+
+/// Element e of a vector register (e is a compile-time constant after unrolling).
+template <class T, class V>
+__device__ __forceinline__ T elem(const V& v, int e) {
+  return reinterpret_cast<const T*>(&v)[e];
+}
+
+/// Asynchronous copy of BYTES from global to shared memory; the bytes past src_bytes are zero-filled
+/// (src_bytes == 0 reads nothing).
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* dst, const void* src, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(src), "n"(BYTES), "r"(src_bytes)
+                 : "memory");
+}
+/// Copies one vector V of T from global to shared memory. A whole vector goes as one 16-byte cp.async;
+/// a partial one (src_bytes < sizeof(V), at the matrix edge) element by element, each element past
+/// src_bytes zero-filled from `any_valid` (a readable address): a 16-byte copy there would address
+/// bytes past the allocation even though it reads only src_bytes of them.
+template <class T, class V>
+__device__ __forceinline__ void copy_vector(V* dst, const T* src, int src_bytes, const T* any_valid) {
+  if constexpr (sizeof(V) == sizeof(T)) {
+    cp_async<sizeof(T)>(dst, src_bytes > 0 ? src : any_valid, src_bytes);
+  } else if (src_bytes == int(sizeof(V))) {
+    cp_async<sizeof(V)>(dst, src, src_bytes);
+  } else {
+#pragma unroll
+    for (int e = 0; e < int(sizeof(V) / sizeof(T)); ++e) {
+      const bool ok = (e + 1) * int(sizeof(T)) <= src_bytes;
+      cp_async<sizeof(T)>(reinterpret_cast<T*>(dst) + e, ok ? src + e : any_valid, ok ? int(sizeof(T)) : 0);
+    }
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+template <class T>
+struct Args {
+  const T* a;
+  std::int64_t lda;
+  const T* b;
+  std::int64_t b_rs, b_cs;
+  T* c;
+  std::int64_t c_rs, c_cs;
+  T* ws;  ///< partial sums [split][rows][cols] (split > 1 only)
+  const T* b_image;  ///< B laid out as the tensor-core kernel's shared-memory buffers (rm_mma_kernel.cuh)
+  std::int64_t rows, inner, cols;
+  std::int64_t chunk;  ///< inner elements per split
+  int passes, split;
+  T alpha, beta;
+};
+
+template <class T>
+__device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::int64_t j, T acc) {
+  T* out = g.c + i * g.c_rs + j * g.c_cs;
+  *out = g.beta == T(0) ? g.alpha * acc : g.alpha * acc + g.beta * *out;
+}
+
+/// Queues the copy of the chunk of B (b, element (p, j) at b[p * b_rs + j * b_cs], cols columns)
+/// starting at inner index p0 into a shared tile, zero outside inner x cols: tile[pp * T2 + j]
+/// (column-major kernel) or tile[j * LDT + pp] (row-major kernels, B^T). Consecutive threads take
+/// consecutive addresses of B (along j when B is row-major).
+template <class T, int KC, int T2, bool kTransposed, int LDT>
+__device__ __forceinline__ void fill_b(T* tile, const T* b, std::int64_t b_rs, std::int64_t b_cs, std::int64_t cols,
+                                       std::int64_t p0, std::int64_t p_end, std::int64_t j0, int tid, int nthreads) {
+  const bool j_fast = b_cs == 1;
+  for (int idx = tid; idx < KC * T2; idx += nthreads) {
+    const int pp = j_fast ? idx / T2 : idx % KC;
+    const int j = j_fast ? idx % T2 : idx / KC;
+    const std::int64_t p = p0 + pp, jc = j0 + j;
+    const bool ok = p < p_end && jc < cols;
+    const T* src = ok ? b + p * b_rs + jc * b_cs : b;
+    T* dst = kTransposed ? tile + j * LDT + pp : tile + pp * T2 + j;
+    cp_async<sizeof(T)>(dst, src, ok ? int(sizeof(T)) : 0);
+  }
+}
+template <class T, int KC, int T2, bool kTransposed, int LDT>
+__device__ __forceinline__ void fill_b(T* tile, const Args<T>& g, std::int64_t p0, std::int64_t p_end,
+                                       std::int64_t j0, int tid, int nthreads) {
+  fill_b<T, KC, T2, kTransposed, LDT>(tile, g.b, g.b_rs, g.b_cs, g.cols, p0, p_end, j0, tid, nthreads);
+}
+
+}  // namespace skinny::gemm::detail::tsm2_device
