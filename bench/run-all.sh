@@ -91,15 +91,16 @@ if [[ $skip != *" abft "* ]] && [ -x "$apps/abft-encode" ]; then
   grep -h "overhead" "$out/logs/abft-gemm_overhead_8192.log" >>"$summary"
 fi
 
-# The copy meant for the repository: K-means centroids (k x d values) replaced by a note; labels are
-# already omitted for n > 100000 by the app.
+# The copy meant for the repository: K-means centroids (k x d values) and labels (n values) replaced
+# by a note.
 python3 - "$out/json" <<'PY'
 import json, pathlib, sys
 for f in pathlib.Path(sys.argv[1]).glob("kmeans*.json"):
     d = json.loads(f.read_text())
-    if isinstance(d.get("cluster_centers_"), list):
-        d["cluster_centers_"] = "removed from the committed copy (size); rerun to get it"
-        f.write_text(json.dumps(d, indent=1))
+    for key in ("cluster_centers_", "labels_"):
+        if isinstance(d.get(key), list):
+            d[key] = "removed from the committed copy (size); rerun to get it"
+    f.write_text(json.dumps(d, indent=1))
 PY
 tar czf "$out/results.tgz" -C "$out" json logs
 echo
