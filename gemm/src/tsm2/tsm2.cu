@@ -13,9 +13,11 @@
 //  * Row-major A (K-means data): a group of 8 lanes reads 8 x 16 contiguous bytes of each of R rows,
 //    a warp 4 groups; B^T (t2 x chunk) in shared memory gives each lane the B values of its own 4/2
 //    inner positions (8 distinct 16-byte words per warp: conflict-free, broadcast), shared by the R
-//    rows; the 8 lanes' partial sums are combined by shuffles once at the end.
-//  * When the rows alone cannot fill the GPU the inner dimension is split across blocks (grid y);
-//    each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
+//    rows; the 8 lanes' partial sums are combined by shuffles once at the end. On compute capability
+//    >= 8.0 a tensor-core kernel (rm_mma_kernel.cuh: 3xTF32 float, DMMA double) is timed against it on
+//    a shape's first call and the faster is kept.
+//  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
+//    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
 //    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
 //    with programmatic dependent launch where available to hide its launch latency.
 //  * Passes over columns (cols > t2) are neighbouring blocks (pass is the fastest grid index), so the
@@ -47,7 +49,6 @@
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 namespace skinny::gemm::detail {
