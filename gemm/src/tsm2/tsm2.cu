@@ -357,6 +357,16 @@ struct KernelInfo {
   int (*rows_per_block)(int t1) = nullptr;
 };
 
+/// The figures every kernel's configuration C gives the planner.
+template <class C>
+void set_config_figures(KernelInfo& k) {
+  k.loads_in_flight = C::loads_in_flight();
+  k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
+  k.kc = C::KC;
+  k.smem = &C::smem;
+  k.rows_per_block = &C::rows_per_block;
+}
+
 template <class T, bool RM, int VEC, int T2>
 KernelInfo info() {
   KernelInfo k;
@@ -364,21 +374,11 @@ KernelInfo info() {
   k.vec = VEC;
   k.row_major = RM;
   if constexpr (RM) {
-    using C = RmCfg<T, VEC, T2>;
     k.fn = reinterpret_cast<const void*>(&tsm2_rm_kernel<T, VEC, T2>);
-    k.loads_in_flight = C::loads_in_flight();
-    k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
-    k.kc = C::KC;
-    k.smem = &C::smem;
-    k.rows_per_block = &C::rows_per_block;
+    set_config_figures<RmCfg<T, VEC, T2>>(k);
   } else {
-    using C = CmCfg<T, VEC, T2>;
     k.fn = reinterpret_cast<const void*>(&tsm2_cm_kernel<T, VEC, T2>);
-    k.loads_in_flight = C::loads_in_flight();
-    k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
-    k.kc = C::KC;
-    k.smem = &C::smem;
-    k.rows_per_block = &C::rows_per_block;
+    set_config_figures<CmCfg<T, VEC, T2>>(k);
   }
   return k;
 }
@@ -395,11 +395,7 @@ KernelInfo info_mma() {
   k.vec = C::VEC;
   k.row_major = true;
   k.tensor_cores = true;
-  k.loads_in_flight = C::loads_in_flight();
-  k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
-  k.kc = C::KC;
-  k.smem = &C::smem;
-  k.rows_per_block = &C::rows_per_block;
+  set_config_figures<C>(k);
   return k;
 }
 
