@@ -198,27 +198,26 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
   const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
   const std::int64_t nsteps = (p_end - p_begin + STEP - 1) / STEP;
 
-  // Copy c of a lane: row (32c + lane) / CHUNKS of the warp's 16, piece (32c + lane) % CHUNKS. Rows past
-  // the edge read the last row and are never stored.
+  // Copy c of a lane: row lane / CHUNKS + c * 32 / CHUNKS of the warp's 16, always piece lane % CHUNKS,
+  // so the inner offset and the bytes left at the edge are the same for all of a lane's copies. Rows
+  // past the edge read the last row and are never stored.
+  static_assert(32 % CHUNKS == 0, "a lane copies the same piece of each of its rows");
+  const int piece = lane % CHUNKS;
   const T* src_row[COPIES];
-  int dst_slot[COPIES], src_off[COPIES];
+  int dst_slot[COPIES];
 #pragma unroll
   for (int c = 0; c < COPIES; ++c) {
-    const int idx = c * 32 + lane, r = idx / CHUNKS, piece = idx % CHUNKS;
+    const int r = lane / CHUNKS + c * (32 / CHUNKS);
     src_row[c] = g.a + min(wrow + r, g.rows - 1) * g.lda;
-    src_off[c] = piece * VEC;
     dst_slot[c] = r * CHUNKS + (piece ^ ((r & 1) << 2));
   }
   auto issue = [&](std::int64_t step, int slot) {
     if (step >= nsteps) return;
-    const std::int64_t p0 = p_begin + step * STEP;
+    const std::int64_t p = p_begin + step * STEP + piece * VEC, left = p_end - p;
+    const int nb = left <= 0 ? 0 : (left >= VEC ? VEC : static_cast<int>(left)) * static_cast<int>(sizeof(T));
     V* dst = as + slot * WARP_STAGE;
 #pragma unroll
-    for (int c = 0; c < COPIES; ++c) {
-      const std::int64_t p = p0 + src_off[c], left = p_end - p;
-      const int nb = left <= 0 ? 0 : (left >= VEC ? VEC : static_cast<int>(left)) * static_cast<int>(sizeof(T));
-      copy_vector(dst + dst_slot[c], nb > 0 ? src_row[c] + p : g.a, nb, g.a);
-    }
+    for (int c = 0; c < COPIES; ++c) copy_vector(dst + dst_slot[c], nb > 0 ? src_row[c] + p : g.a, nb, g.a);
   };
   // The B buffer of the chunk at p0 (a multiple of KC: splits are whole chunks) from the image.
   const std::int64_t nchunks = (g.inner + KC - 1) / KC;
