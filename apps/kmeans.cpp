@@ -158,11 +158,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   p.init = init_of(o);
   p.seed = o.common.seed;
   p.backend = gemm::algo_from_name(o.backend);
-  const std::string resolved = o.backend == "auto"
-      ? "auto -> " + std::string(gemm::to_string(gemm::choose(ctx, gemm::Arguments<T>{
-            gemm::row_major<const T>(x.data(), o.n, o.d), gemm::col_major<const T>(x.data(), o.d, o.k),
-            gemm::row_major(x.data(), o.n, o.k)})))
-      : o.backend;
+  const std::string method = kmeans::distance_method<T>(ctx, x.data(), o.n, o.d, o.k, p.backend);
+  const std::string resolved = o.backend == "auto" ? "auto -> " + method : o.backend;
   std::printf("kmeans on %s: n = %lld, d = %lld, k = %d, %s, backend %s, %s data\n", device_name().c_str(),
               static_cast<long long>(o.n), static_cast<long long>(o.d), o.k, o.common.precision.c_str(),
               resolved.c_str(), synthetic ? "synthetic blob" : o.input.c_str());
@@ -187,9 +184,12 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     kmeans::Params cp = p;
     cp.progress = nullptr;
     std::vector<std::int32_t> reference_labels;
-    for (const auto& info : gemm::algorithms()) {
-      const std::string name(info.name);
-      cp.backend = info.algo;
+    // Every registry backend, cuBLAS first, then what auto picks (the fused nearest kernel for many clusters).
+    std::vector<std::pair<std::string, gemm::Algo>> backends;
+    for (const auto& info : gemm::algorithms()) backends.emplace_back(std::string(info.name), info.algo);
+    backends.emplace_back("auto", gemm::Algo::automatic);
+    for (const auto& [name, algo] : backends) {
+      cp.backend = algo;
       Run run;
       try {
         const kmeans::Result<T> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial);

@@ -164,6 +164,23 @@ __global__ void __launch_bounds__(kThreads) argmin_small_k_kernel(const T* __res
   if (threadIdx.x < k && block_counts[threadIdx.x] != 0) atomicAdd(counts + threadIdx.x, block_counts[threadIdx.x]);
 }
 
+__global__ void __launch_bounds__(kThreads) count_labels_kernel(const std::int32_t* __restrict__ labels,
+                                                                std::int64_t n, std::int64_t k,
+                                                                int* __restrict__ counts) {
+  extern __shared__ int block_counts[];  // k of them when k <= kSharedCounts
+  const bool shared_counts = k <= kSharedCounts;
+  if (shared_counts)
+    for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) block_counts[j] = 0;
+  __syncthreads();
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    atomicAdd((shared_counts ? block_counts : counts) + labels[i], 1);
+  if (!shared_counts) return;
+  __syncthreads();
+  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x)
+    if (block_counts[j] != 0) atomicAdd(counts + j, block_counts[j]);
+}
+
 template <class T>
 __global__ void min_distance_kernel(double* __restrict__ d2, const T* __restrict__ g, std::int64_t ldg,
                                     const T* __restrict__ xnorm, T cnorm, std::int64_t n, bool first) {
@@ -221,6 +238,16 @@ void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const
   const unsigned blocks = std::min<unsigned>(blocks_for_warps(rows), static_cast<unsigned>(8 * sms));
   const std::size_t smem = k <= kSharedCounts ? static_cast<std::size_t>(k) * sizeof(int) : 0;
   argmin_kernel<<<blocks, kThreads, smem, stream>>>(g, rows, k, xnorm, cnorm, labels, mindist, counts);
+  SKINNY_CHECK_LAUNCH();
+}
+
+void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream) {
+  int device = 0, sms = 0;
+  SKINNY_CUDA_TRY(cudaGetDevice(&device));
+  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 2LL * sms));
+  const std::size_t smem = k <= kSharedCounts ? static_cast<std::size_t>(k) * sizeof(int) : 0;
+  count_labels_kernel<<<blocks, kThreads, smem, stream>>>(labels, n, k, counts);
   SKINNY_CHECK_LAUNCH();
 }
 

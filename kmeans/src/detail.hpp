@@ -30,6 +30,9 @@ template <class T>
 void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
             T* mindist, int* counts, cudaStream_t stream);
 
+/// counts[labels[i]] += 1 for the n labels (integer atomics: the same result in any order).
+void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream);
+
 /// Sum of `count` values in double (deterministic).
 template <class T>
 double sum(const T* values, std::int64_t count, cudaStream_t stream);

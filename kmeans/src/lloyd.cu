@@ -5,12 +5,14 @@
 #include <skinny/gemm/cuda_event.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/nearest.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -60,21 +62,49 @@ void check_given(const std::vector<T>& c, std::int64_t k, std::int64_t d) {
                                   " has a non-finite value at dimension " + std::to_string(i % std::size_t(d)));
 }
 
-/// The assignment step over chunks of rows: cross terms through the gemm backend, then the fused argmin.
-/// Records an event before each GEMM and each argmin (events[2i], events[2i + 1]) and one at the end.
+/// From this many clusters on, Algo::automatic computes distances and argmin in one fused tensor-core
+/// kernel (gemm::nearest): the cross term is then compute bound, and the n x k distances need not be
+/// written and read back.
+constexpr std::int64_t kFusedMinClusters = 128;
+
+/// Whether the assignment runs through gemm::nearest (float, automatic, enough clusters, a shape it
+/// can do) rather than a GEMM through `backend` and the argmin.
+template <class T>
+bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                      gemm::Algo backend) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (backend != gemm::Algo::automatic || k < kFusedMinClusters) return false;
+    gemm::NearestArguments a;
+    a.x = x;
+    a.n = n;
+    a.d = d;
+    a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
+    a.k = k;
+    a.labels = placeholder<std::int32_t>();
+    return static_cast<bool>(gemm::nearest_can_implement(ctx, a));
+  }
+}
+
+/// The assignment step: either the fused kernel over all points, or, over chunks of rows, cross terms
+/// through the gemm backend and then the argmin. Records an event before each GEMM and each argmin
+/// (events[2i], events[2i + 1]) and one at the end; the fused kernel counts as the GEMM (its argmin is
+/// inside) and the cluster counts after it as the argmin.
 template <class T>
 struct Assigner {
   Context& ctx;
   const T* x;
   std::int64_t n, d, k;
   gemm::Algo backend;
+  bool fused;
   std::int64_t rows;  ///< per chunk
   DeviceBuffer<T> g;
   std::vector<std::unique_ptr<CudaEvent>> events;
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), rows(chunk_rows(n_, k_, sizeof(T))),
-        g(static_cast<std::size_t>(rows * k_)) {
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), fused(fused_assignment(c, x_, n_, d_, k_, b)),
+        rows(fused ? n_ : chunk_rows(n_, k_, sizeof(T))), g(fused ? 0 : static_cast<std::size_t>(rows * k_)) {
     const std::int64_t chunks = (n + rows - 1) / rows;
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) events.push_back(std::make_unique<CudaEvent>());
   }
@@ -82,6 +112,26 @@ struct Assigner {
   void run(const T* c, const T* xnorm, const T* cnorm, std::int32_t* labels, T* mindist, int* counts) {
     const cudaStream_t stream = ctx.stream();
     SKINNY_CUDA_TRY(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(k) * sizeof(int), stream));
+    if constexpr (std::is_same_v<T, float>) {
+      if (fused) {
+        gemm::NearestArguments a;
+        a.x = x;
+        a.n = n;
+        a.d = d;
+        a.c = c;
+        a.k = k;
+        a.x_sq_norms = xnorm;
+        a.c_sq_norms = cnorm;
+        a.labels = labels;
+        a.sq_distances = mindist;
+        events[0]->record(stream);
+        gemm::nearest(ctx, a);
+        events[1]->record(stream);
+        detail::count_labels(labels, n, k, counts, stream);
+        events[2]->record(stream);
+        return;
+      }
+    }
     std::size_t e = 0;
     for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
       const std::int64_t m = std::min(rows, n - r0);
@@ -192,6 +242,17 @@ std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std:
 }
 
 template <class T>
+std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                            gemm::Algo backend) {
+  check_shape(x, n, d, k, backend);
+  if (fused_assignment(ctx, x, n, d, k, backend)) return "nearest";
+  const std::int64_t rows = chunk_rows(n, k, sizeof(T));
+  return std::string(gemm::to_string(gemm::choose(
+      ctx, gemm::Arguments<T>{gemm::row_major<const T>(x, rows, d), gemm::col_major<const T>(placeholder<T>(), d, k),
+                              gemm::row_major(placeholder<T>(), rows, k)})));
+}
+
+template <class T>
 Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, std::uint64_t seed, double stddev,
                     double center_box) {
   if (x == nullptr || n < 1 || d < 1 || k < 1 || k > n)
@@ -212,6 +273,8 @@ Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, s
   template Result<T> fit(Context&, const T*, std::int64_t, std::int64_t, const Params&, const std::vector<T>&);  \
   template std::vector<std::int32_t> predict(Context&, const T*, std::int64_t, std::int64_t, const std::vector<T>&, \
                                              std::int64_t, gemm::Algo);                                           \
+  template std::string distance_method(const Context&, const T*, std::int64_t, std::int64_t, std::int64_t,        \
+                                       gemm::Algo);                                                               \
   template Blobs<T> make_blobs(Context&, T*, std::int64_t, std::int64_t, int, std::uint64_t, double, double);
 SKINNY_KMEANS_FIT(float)
 SKINNY_KMEANS_FIT(double)

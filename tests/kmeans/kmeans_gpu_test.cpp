@@ -105,6 +105,27 @@ TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
     }
 }
 
+/// Many clusters in float: automatic takes the fused nearest kernel (when rows are 16-byte aligned),
+/// recovers blobs, and gives the reference's labels from the same centroids.
+TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 6000, d = 36;
+  const int k = 130;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * (d + 1)));
+  EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic));
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d + 1, k, gemm::Algo::automatic));  // ld 37
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::cublas));
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, 16, gemm::Algo::automatic));
+  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 9);
+  Params p;
+  p.k = k;
+  p.seed = 4;
+  const Result<float> r = fit<float>(ctx, x.data(), n, d, p);
+  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, r.labels));
+  matches_reference<float>(n, d, k, gemm::Algo::automatic, 1e-5);
+  matches_reference<float>(1001, 4, 257, gemm::Algo::automatic, 1e-5);
+}
+
 TEST_F(KmeansGpu, EmptyClusterMovesToTheFarthestPoint) {
   Context& ctx = shared_context();
   const std::int64_t n = 300, d = 3;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace skinny::kmeans {
@@ -69,6 +70,13 @@ struct Result {
 template <class T>
 Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
               const std::vector<T>& initial_centroids = {});
+
+/// How fit and predict compute the distances of this problem: "nearest" (gemm::nearest: the cross
+/// term on the tensor cores fused with the argmin, which Algo::automatic picks for float and many
+/// clusters) or the registry name of the GEMM `backend` resolves to. Validates like fit.
+template <class T>
+std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                            gemm::Algo backend);
 
 /// Labels of the n x d points X (device) for the k x d centroids (host), through `backend`.
 template <class T>

@@ -1,0 +1,41 @@
+// The nearest of k centres for each of n points by squared Euclidean distance, with the cross terms
+// x.c on the tensor cores (3xTF32: the accuracy of float arithmetic) and the argmin fused into the
+// GEMM, so the n x k matrix of distances is never written. K-means with many clusters is compute
+// bound in that GEMM; writing and re-reading its result would add two passes over n x k values.
+//
+//   skinny::gemm::NearestArguments a;  a.x = dX; a.n = n; a.d = d; a.c = dC; a.k = k; ...
+//   if (auto s = skinny::gemm::nearest_can_implement(ctx, a); !s) std::puts(s.reason.c_str());
+//   skinny::gemm::nearest(ctx, a);
+#pragma once
+
+#include <skinny/gemm/context.hpp>
+#include <skinny/gemm/gemm.hpp>
+
+#include <cstdint>
+
+namespace skinny::gemm {
+
+struct NearestArguments {
+  const float* x = nullptr;  ///< n x d row-major points, leading dimension ldx (0: d)
+  std::int64_t n = 0, d = 0, ldx = 0;
+  const float* c = nullptr;  ///< k x d row-major centres, leading dimension ldc (0: d)
+  std::int64_t k = 0, ldc = 0;
+  const float* x_sq_norms = nullptr;  ///< n values ||x_i||^2
+  const float* c_sq_norms = nullptr;  ///< k values ||c_j||^2
+  /// Out: labels[i] = argmin_j ||x_i||^2 + ||c_j||^2 - 2 x_i.c_j (ties: the lowest j), and
+  /// sq_distances[i] = that minimum clamped at 0 (either may be null when not wanted).
+  std::int32_t* labels = nullptr;
+  float* sq_distances = nullptr;
+};
+
+/// Whether nearest() can run these arguments on ctx's device, and if not, why: pointers non-null,
+/// n, d, k >= 1, k < 2^31, leading dimensions >= d and multiples of 4, x and c 16-byte aligned
+/// (rows are read with 16-byte copies), compute capability >= 8.0 (TF32 tensor cores).
+Support nearest_can_implement(const Context& ctx, const NearestArguments& args);
+
+/// Queues the labels and distances on ctx.stream() (scratch from ctx.workspace()). Deterministic:
+/// each distance is computed in a fixed order and the minimum does not depend on the order blocks
+/// finish. Throws std::invalid_argument with can_implement's reason when it cannot run them.
+void nearest(Context& ctx, const NearestArguments& args);
+
+}  // namespace skinny::gemm

@@ -1,0 +1,350 @@
+// The fused nearest-centre kernel (skinny/gemm/nearest.hpp): a tensor-core GEMM X C^T whose epilogue
+// keeps, per point, the smallest ||x||^2 + ||c||^2 - 2 x.c over the centres, so the n x k distances
+// are never stored.
+//
+//  * A block owns 128 points and walks over tiles of 128 centres (all of them, or a share when the
+//    points alone cannot fill the GPU: grid y). Per tile, 8 warps (4 along points x 2 along centres)
+//    each compute a 32 x 64 product with mma.m16n8k8 in 3xTF32 (tensor_core.cuh): float accuracy.
+//  * Both operands stream through a two-stage cp.async ring of 32-float slices of the inner
+//    dimension, one barrier per stage; the pipeline runs across tile boundaries. The centres' TF32
+//    halves are split once per call (centre_halves_kernel), so the ring holds them ready; the points
+//    are split as fragments are read.
+//  * Lane (g, t) reads the 16 bytes at 4t.. of each 16-float k-group of its rows: element e is the
+//    mma's inner index t (e even) or t + 4 (e odd) of k8 step e / 2. Any order of the inner
+//    dimension gives the same dot product as long as both operands use it. Slots are swizzled by
+//    row parity so a quarter warp (rows g, g + 1) hits 32 distinct banks.
+//  * Each k-group's products go into a fresh accumulator (the tensor cores add by truncation), added
+//    to the running sum by round-to-nearest float adds.
+//  * After a tile, each thread turns its 4 rows x 16 columns into distances; the minimum per row
+//    (ties: the lowest column) is combined over the lane quad by shuffles and kept per warp column
+//    in shared memory. At the end one 64-bit atomicMin per row and block on (ordered distance,
+//    column) gives the same result whatever the order blocks finish in.
+#include "kernels/common.cuh"
+#include "tensor_core.cuh"
+#include "tsm2/tsm2_device.cuh"
+
+#include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/nearest.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace skinny::gemm {
+namespace detail {
+namespace {
+
+using tsm2_device::cp_async;
+using tsm2_device::cp_async_commit;
+using tsm2_device::cp_async_wait;
+
+constexpr int kThreads = 256;
+constexpr int BM = 128;              ///< points per block
+constexpr int BN = 128;              ///< centres per tile
+constexpr int BK = 32;               ///< inner elements per stage
+constexpr int CH = BK / 4;           ///< 16-byte slots per row and stage
+constexpr int WARPS_M = 4, WARPS_N = 2;
+constexpr int MT = BM / WARPS_M / 16;  ///< m16 tiles per warp (2)
+constexpr int NT = BN / WARPS_N / 8;   ///< n8 tiles per warp (8)
+constexpr int kStageSlots = (BM + 2 * BN) * CH;  ///< points, centres' high halves, low halves
+constexpr std::size_t kSmemBytes = 2 * kStageSlots * sizeof(float4) + BM * WARPS_N * (sizeof(float) + sizeof(int));
+static_assert(WARPS_M * WARPS_N * 32 == kThreads, "8 warps");
+static_assert(BM * CH % kThreads == 0 && BN * CH % kThreads == 0, "whole copies per thread");
+static_assert(BK % 16 == 0, "stages hold whole k-groups of 16");
+
+struct Params {
+  const float* x;
+  std::int64_t ldx, n, d;
+  const float* c_hi;  ///< k x ldi, TF32 high halves, zero past d
+  const float* c_lo;  ///< low halves
+  std::int64_t ldi, k;
+  const float* xn;
+  const float* cn;
+  unsigned long long* keys;  ///< per point: (ordered distance << 32) | centre, min over blocks
+  int tiles_per_split;
+};
+
+/// Float bits mapped so that unsigned order is float order (finite values and infinities).
+__device__ __forceinline__ std::uint32_t ordered_bits(float v) {
+  const std::uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float from_ordered_bits(std::uint32_t o) {
+  return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
+}
+
+/// (v, j) < (bv, bj) lexicographically: the smaller distance, then the lower index.
+__device__ __forceinline__ bool better(float v, int j, float bv, int bj) { return v < bv || (v == bv && j < bj); }
+
+__global__ void __launch_bounds__(256) centre_halves_kernel(const float* __restrict__ c, std::int64_t ldc,
+                                                            std::int64_t k, std::int64_t d, std::int64_t ldi,
+                                                            float* __restrict__ hi, float* __restrict__ lo) {
+  const std::int64_t total = k * ldi;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t j = idx / ldi, p = idx - j * ldi;
+    const Tf32Pair s = split_tf32(p < d ? c[j * ldc + p] : 0.0f);
+    hi[idx] = __uint_as_float(s.hi);
+    lo[idx] = __uint_as_float(s.lo);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float4* ring = reinterpret_cast<float4*>(smem);  // [2][kStageSlots]: points, high, low
+  float* best_val = reinterpret_cast<float*>(ring + 2 * kStageSlots);  // [BM][WARPS_N]
+  int* best_col = reinterpret_cast<int*>(best_val + BM * WARPS_N);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
+  const std::int64_t tiles = (p.k + BN - 1) / BN;
+  const std::int64_t tile_begin = static_cast<std::int64_t>(blockIdx.y) * p.tiles_per_split;
+  const std::int64_t tile_end = min(tiles, tile_begin + p.tiles_per_split);
+  const std::int64_t ksteps = (p.d + BK - 1) / BK;
+  const std::int64_t nsteps = (tile_end - tile_begin) * ksteps;
+
+  for (int i = tid; i < BM * WARPS_N; i += kThreads) {
+    best_val[i] = INFINITY;
+    best_col[i] = INT_MAX;
+  }
+
+  // Copies of a thread: rows tid / CH + 32 i of each tile, always slot tid % CH of the row, so the
+  // inner offset and the bytes left at the edge are the same for all of them. Rows past the edge
+  // copy nothing (zeros) and are never reported.
+  constexpr int kCopies = BM * CH / kThreads;
+  constexpr int kRowStep = kThreads / CH;  // rows between a thread's copies
+  const int piece = tid % CH, rc = tid / CH;
+  const std::int64_t rows_left = p.n - row0 - rc;  // copy i is inside X when i * kRowStep < rows_left
+  const float* x_base = p.x + (rows_left > 0 ? (row0 + rc) * p.ldx : 0);
+  const int slot0 = rc * CH + (piece ^ ((rc & 1) << 2));  // kRowStep is even: same parity for all i
+  auto issue = [&](std::int64_t step, int buf) {
+    const std::int64_t tile = tile_begin + step / ksteps;
+    const std::int64_t kofs = (step % ksteps) * BK + piece * 4;
+    const std::int64_t left = p.d - kofs;
+    const int bytes = left <= 0 ? 0 : (left >= 4 ? 16 : static_cast<int>(left) * 4);
+    float4* xs = ring + buf * kStageSlots + slot0;
+    float4* hs = xs + BM * CH;
+    float4* ls = hs + BN * CH;
+    const std::int64_t col0 = tile * BN + rc;
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const bool xv = i * kRowStep < rows_left && bytes > 0;
+      cp_async<16>(xs + i * kRowStep * CH, xv ? x_base + i * kRowStep * p.ldx + kofs : p.x, xv ? bytes : 0);
+      const std::int64_t col = col0 + i * kRowStep;
+      const bool cv = col < p.k && bytes > 0;
+      const std::int64_t off = cv ? col * p.ldi + kofs : 0;
+      cp_async<16>(hs + i * kRowStep * CH, p.c_hi + off, cv ? bytes : 0);
+      cp_async<16>(ls + i * kRowStep * CH, p.c_lo + off, cv ? bytes : 0);
+    }
+  };
+
+  float acc[MT][NT][4];
+  auto clear = [&] {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+  };
+  clear();
+
+  const int swz = (gq & 1) << 2;  // rows and columns g, g + 8 of every tile share g's parity
+  issue(0, 0);
+  cp_async_commit();
+  for (std::int64_t step = 0; step < nsteps; ++step) {
+    cp_async_wait<0>();
+    __syncthreads();  // everyone's copies of this stage have landed; the other buffer is free
+    if (step + 1 < nsteps) issue(step + 1, static_cast<int>((step + 1) & 1));
+    cp_async_commit();
+
+    const float4* xs = ring + (step & 1) * kStageSlots;
+    const float4* hs = xs + BM * CH;
+    const float4* ls = hs + BN * CH;
+#pragma unroll
+    for (int u = 0; u < BK / 16; ++u) {
+      const int pc = (4 * u + tq) ^ swz;
+      Tf32Pair a[MT][2][4];  // [m16 tile][row g, g + 8][element]
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int r = wm * (BM / WARPS_M) + mt * 16 + gq;
+        const float4 v0 = xs[r * CH + pc], v1 = xs[(r + 8) * CH + pc];
+        const float e0[4] = {v0.x, v0.y, v0.z, v0.w}, e1[4] = {v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          a[mt][0][e] = split_tf32(e0[e]);
+          a[mt][1][e] = split_tf32(e1[e]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
+        const float4 h = hs[col * CH + pc], l = ls[col * CH + pc];
+        const std::uint32_t bh[4] = {__float_as_uint(h.x), __float_as_uint(h.y), __float_as_uint(h.z),
+                                     __float_as_uint(h.w)};
+        const std::uint32_t bl[4] = {__float_as_uint(l.x), __float_as_uint(l.y), __float_as_uint(l.z),
+                                     __float_as_uint(l.w)};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          float dk[4] = {0.f, 0.f, 0.f, 0.f};  // fresh: the tensor cores' truncating adds stay short
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const int e0 = 2 * s, e1 = 2 * s + 1;
+            const auto& r0 = a[mt][0];
+            const auto& r8 = a[mt][1];
+            mma_tf32(dk, r0[e0].lo, r8[e0].lo, r0[e1].lo, r8[e1].lo, bh[e0], bh[e1]);
+            mma_tf32(dk, r0[e0].hi, r8[e0].hi, r0[e1].hi, r8[e1].hi, bl[e0], bl[e1]);
+            mma_tf32(dk, r0[e0].hi, r8[e0].hi, r0[e1].hi, r8[e1].hi, bh[e0], bh[e1]);
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+        }
+      }
+    }
+
+    if (step % ksteps != ksteps - 1) continue;
+    // The tile is complete: acc[mt][nt][2h + c] is row 16 mt + g + 8h, column 8 nt + 2t + c of the
+    // warp's part.
+    const std::int64_t tile = tile_begin + step / ksteps;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
+        const float xn = row0 + r < p.n ? p.xn[row0 + r] : 0.f;
+        float bv = INFINITY;
+        int bj = INT_MAX;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const std::int64_t col = tile * BN + wn * (BN / WARPS_N) + nt * 8 + 2 * tq + c;
+            if (col >= p.k) continue;
+            const float dist = xn + p.cn[col] - 2.f * acc[mt][nt][2 * h + c];
+            if (better(dist, static_cast<int>(col), bv, bj)) {
+              bv = dist;
+              bj = static_cast<int>(col);
+            }
+          }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+          const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+          const int oj = __shfl_xor_sync(0xffffffffu, bj, off);
+          if (better(ov, oj, bv, bj)) {
+            bv = ov;
+            bj = oj;
+          }
+        }
+        // Slot (r, wn) belongs to lane t = 0 of this warp alone: no barrier needed until the end.
+        if (tq == 0 && better(bv, bj, best_val[r * WARPS_N + wn], best_col[r * WARPS_N + wn])) {
+          best_val[r * WARPS_N + wn] = bv;
+          best_col[r * WARPS_N + wn] = bj;
+        }
+      }
+    clear();
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int r = tid; r < BM; r += kThreads) {
+    if (row0 + r >= p.n) break;
+    float bv = best_val[r * WARPS_N];
+    int bj = best_col[r * WARPS_N];
+#pragma unroll
+    for (int w = 1; w < WARPS_N; ++w)
+      if (better(best_val[r * WARPS_N + w], best_col[r * WARPS_N + w], bv, bj)) {
+        bv = best_val[r * WARPS_N + w];
+        bj = best_col[r * WARPS_N + w];
+      }
+    if (bj != INT_MAX)
+      atomicMin(p.keys + row0 + r,
+                (static_cast<unsigned long long>(ordered_bits(bv)) << 32) | static_cast<std::uint32_t>(bj));
+  }
+}
+
+/// Keys -> labels and distances clamped at 0. A point whose distances were all NaN keeps the
+/// initial all-ones key: label 0, distance NaN.
+__global__ void finish_kernel(const unsigned long long* __restrict__ keys, std::int64_t n,
+                              std::int32_t* __restrict__ labels, float* __restrict__ sq_distances) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const unsigned long long key = keys[i];
+    const bool none = key == ~0ull;
+    if (labels) labels[i] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
+    if (sq_distances) {
+      const float v = none ? NAN : from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
+      sq_distances[i] = v > 0.f ? v : (v == v ? 0.f : v);
+    }
+  }
+}
+
+std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+}  // namespace detail
+
+Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
+  using std::to_string;
+  if (!a.x || !a.c || !a.x_sq_norms || !a.c_sq_norms)
+    return Support::no("nearest: x, c and both norm vectors must be non-null");
+  if (!a.labels && !a.sq_distances) return Support::no("nearest: neither labels nor sq_distances is requested");
+  if (a.n < 1 || a.d < 1 || a.k < 1)
+    return Support::no("nearest: need n, d, k >= 1 (got n = " + to_string(a.n) + ", d = " + to_string(a.d) +
+                       ", k = " + to_string(a.k) + ")");
+  if (a.k > INT32_MAX) return Support::no("nearest: k = " + to_string(a.k) + " exceeds 2^31 - 1 (labels are 32-bit)");
+  const std::int64_t ldx = a.ldx ? a.ldx : a.d, ldc = a.ldc ? a.ldc : a.d;
+  if (ldx < a.d || ldc < a.d)
+    return Support::no("nearest: leading dimensions must be >= d = " + to_string(a.d) + " (got ldx = " +
+                       to_string(ldx) + ", ldc = " + to_string(ldc) + ")");
+  if (ldx % 4 != 0 || reinterpret_cast<std::uintptr_t>(a.x) % 16 != 0)
+    return Support::no("nearest: points are read with 16-byte copies: ldx = " + to_string(ldx) +
+                       " must be a multiple of 4 and x 16-byte aligned");
+  if (ctx.properties().major < 8)
+    return Support::no("nearest: needs TF32 tensor cores (compute capability >= 8.0, this device has " +
+                       to_string(ctx.properties().major) + "." + to_string(ctx.properties().minor) + ")");
+  return Support::yes();
+}
+
+void nearest(Context& ctx, const NearestArguments& a) {
+  using namespace detail;
+  if (const Support s = nearest_can_implement(ctx, a); !s) throw std::invalid_argument(s.reason);
+  const cudaStream_t stream = ctx.stream();
+  const std::int64_t ldi = round_up(a.d, 4);
+  const std::int64_t keys_bytes = round_up(a.n * static_cast<std::int64_t>(sizeof(unsigned long long)), 256);
+  const std::int64_t half_elems = round_up(a.k * ldi, 64);
+  auto* ws = static_cast<unsigned char*>(
+      ctx.workspace(static_cast<std::size_t>(keys_bytes + 2 * half_elems * static_cast<std::int64_t>(sizeof(float)))));
+  auto* keys = reinterpret_cast<unsigned long long*>(ws);
+  auto* c_hi = reinterpret_cast<float*>(ws + keys_bytes);
+  float* c_lo = c_hi + half_elems;
+  const int sms = ctx.properties().multiProcessorCount;
+
+  const unsigned split_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k * ldi, 256), 4LL * sms));
+  centre_halves_kernel<<<split_blocks, 256, 0, stream>>>(a.c, a.ldc ? a.ldc : a.d, a.k, a.d, ldi, c_hi, c_lo);
+  SKINNY_CHECK_LAUNCH();
+  SKINNY_CUDA_TRY(cudaMemsetAsync(keys, 0xff, static_cast<std::size_t>(a.n) * sizeof(unsigned long long), stream));
+
+  // Centre tiles are shared out over grid y only when the point blocks alone fill less than two
+  // waves of two resident blocks per SM.
+  const std::int64_t blocks_x = ceil_div(a.n, BM), tiles = ceil_div(a.k, BN);
+  const std::int64_t want = 4LL * sms;
+  std::int64_t split = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, ceil_div(want, blocks_x)), 65535});
+  const std::int64_t tiles_per_split = ceil_div(tiles, split);
+  split = ceil_div(tiles, tiles_per_split);
+  if (blocks_x > INT_MAX) throw std::invalid_argument("nearest: n = " + std::to_string(a.n) + " needs too many blocks");
+
+  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, c_hi, c_lo, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
+           static_cast<int>(tiles_per_split)};
+  SKINNY_CUDA_TRY(
+      cudaFuncSetAttribute(nearest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
+  nearest_kernel<<<dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(split)), kThreads, kSmemBytes, stream>>>(p);
+  SKINNY_CHECK_LAUNCH();
+  const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
+  finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.n, a.labels, a.sq_distances);
+  SKINNY_CHECK_LAUNCH();
+}
+
+}  // namespace skinny::gemm

@@ -1,0 +1,158 @@
+// The fused nearest-centre kernel (gemm::nearest) against exact distances computed in double on the
+// CPU, on shapes that are not multiples of its tiles (128 points, 128 centres, 32 inner elements),
+// with padded leading dimensions, centre tiles shared over grid y, and poisoned outputs.
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/nearest.hpp>
+
+#include "support/gpu_fixture.hpp"
+#include "support/random_matrix.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace skinny::gemm {
+namespace {
+
+class Nearest : public testing::GpuTest {};
+
+std::vector<float> sq_norms(const std::vector<float>& m, std::int64_t rows, std::int64_t d, std::int64_t ld) {
+  std::vector<float> out(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    double s = 0;
+    for (std::int64_t p = 0; p < d; ++p) s += double(m[i * ld + p]) * double(m[i * ld + p]);
+    out[i] = float(s);
+  }
+  return out;
+}
+
+struct Outputs {
+  std::vector<std::int32_t> labels;
+  std::vector<float> dist;
+};
+
+/// Runs nearest on random points and centres (rows padded to ldx, ldc) with poisoned outputs.
+Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64_t n, std::int64_t k,
+            std::int64_t d, std::int64_t ldx, std::int64_t ldc) {
+  const auto xn = sq_norms(x, n, d, ldx), cn = sq_norms(c, k, d, ldc);
+  DeviceBuffer<float> dx(x), dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
+  DeviceBuffer<std::int32_t> dlabels(static_cast<std::size_t>(n));
+  Context& ctx = testing::shared_context();
+  dlabels.copy_from(std::vector<std::int32_t>(static_cast<std::size_t>(n), -7));
+  ddist.copy_from(std::vector<float>(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN()));
+  NearestArguments a;
+  a.x = dx.data();
+  a.n = n;
+  a.d = d;
+  a.ldx = ldx;
+  a.c = dc.data();
+  a.k = k;
+  a.ldc = ldc;
+  a.x_sq_norms = dxn.data();
+  a.c_sq_norms = dcn.data();
+  a.labels = dlabels.data();
+  a.sq_distances = ddist.data();
+  const Support s = nearest_can_implement(ctx, a);
+  EXPECT_TRUE(s.ok) << s.reason;
+  nearest(ctx, a);
+  ctx.synchronize();
+  return {dlabels.to_host(), ddist.to_host()};
+}
+
+/// Each label is a nearest centre up to float round-off of the distance trick, whose error scales with
+/// the squared norms; each distance is that centre's exact distance within the same bound.
+void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t pad = 0) {
+  const std::int64_t ldx = d + pad + (4 - (d + pad) % 4) % 4, ldc = d + pad;
+  const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ldx), 21);
+  const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * ldc), 22);
+  const Outputs got = run(x, c, n, k, d, ldx, ldc);
+  const auto xn = sq_norms(x, n, d, ldx), cn = sq_norms(c, k, d, ldc);
+  const std::string where = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " d=" + std::to_string(d);
+  double max_cn = 0;
+  for (const float v : cn) max_cn = std::max(max_cn, double(v));
+  std::int64_t exact = 0, worst_i = -1;
+  double worst = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t label = got.labels[i];
+    ASSERT_TRUE(label >= 0 && label < k) << where << " point " << i << " label " << label;
+    double best = std::numeric_limits<double>::infinity(), mine = 0;
+    std::int64_t best_j = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < d; ++p) {
+        const double diff = double(x[i * ldx + p]) - double(c[j * ldc + p]);
+        s += diff * diff;
+      }
+      if (s < best) best = s, best_j = j;
+      if (j == label) mine = s;
+    }
+    exact += best_j == label;
+    const double bound = 64 * std::numeric_limits<float>::epsilon() * (double(xn[i]) + max_cn);
+    ASSERT_LE(mine - best, bound) << where << " point " << i << ": label " << label << " is not a nearest centre ("
+                                  << best_j << ")";
+    ASSERT_NEAR(mine, double(got.dist[i]), bound) << where << " point " << i;
+    if (std::abs(mine - got.dist[i]) / bound > worst) worst = std::abs(mine - got.dist[i]) / bound, worst_i = i;
+  }
+  // Ties within round-off are rare with random data: nearly every label is the exact argmin.
+  EXPECT_GE(exact, n - n / 100 - 1) << where;
+  std::printf("nearest %s: %lld of %lld labels the exact argmin; worst distance error %.3g of the bound (point %lld)\n",
+              where.c_str(), static_cast<long long>(exact), static_cast<long long>(n), worst,
+              static_cast<long long>(worst_i));
+}
+
+TEST_F(Nearest, MatchesExactDistancesOnOddShapes) {
+  expect_nearest(1, 1, 1);
+  expect_nearest(7, 3, 5, 3);        // d not a multiple of 4: the last 16-byte copy is partial
+  expect_nearest(17, 1, 127);
+  expect_nearest(127, 17, 1000, 4);  // many inner stages, padded rows
+  expect_nearest(1000, 129, 36);     // two centre tiles, the second with one column
+  expect_nearest(300, 1300, 8);      // few point blocks: centre tiles shared over grid y
+  expect_nearest(10243, 260, 64);
+}
+
+TEST_F(Nearest, RepeatedRunsAreBitIdentical) {
+  const std::int64_t n = 2000, k = 700, d = 40;
+  const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 31);
+  const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 32);
+  const Outputs first = run(x, c, n, k, d, d, d);
+  for (int rep = 0; rep < 3; ++rep) {
+    const Outputs again = run(x, c, n, k, d, d, d);
+    ASSERT_EQ(first.labels, again.labels);
+    ASSERT_EQ(0, std::memcmp(first.dist.data(), again.dist.data(), first.dist.size() * sizeof(float)));
+  }
+}
+
+TEST_F(Nearest, RefusesWhatItCannotRunAndSaysWhy) {
+  Context& ctx = testing::shared_context();
+  DeviceBuffer<float> buf(64);
+  DeviceBuffer<std::int32_t> labels(8);
+  NearestArguments a;
+  a.x = a.c = a.x_sq_norms = a.c_sq_norms = buf.data();
+  a.n = 8;
+  a.d = 5;
+  a.k = 2;
+  a.labels = labels.data();
+  const Support unaligned = nearest_can_implement(ctx, a);  // ldx = d = 5
+  EXPECT_FALSE(unaligned.ok);
+  EXPECT_NE(unaligned.reason.find("ldx = 5"), std::string::npos) << unaligned.reason;
+  EXPECT_THROW(nearest(ctx, a), std::invalid_argument);
+  a.ldx = 8;
+  EXPECT_TRUE(nearest_can_implement(ctx, a).ok);
+  a.k = 0;
+  EXPECT_NE(nearest_can_implement(ctx, a).reason.find("k = 0"), std::string::npos);
+  a.k = 2;
+  a.labels = nullptr;
+  EXPECT_FALSE(nearest_can_implement(ctx, a).ok);
+  a.labels = labels.data();
+  a.ldc = 3;
+  EXPECT_NE(nearest_can_implement(ctx, a).reason.find("ldc = 3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace skinny::gemm
