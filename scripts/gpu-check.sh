@@ -11,7 +11,8 @@
 #                                               the kmeans and abft GPU tests run under memcheck too, without
 #                                               their largest cases
 #   SKINNY_RACECHECK_FILTER                     gtest filter for racecheck; by default the TSM2 kernels
-#                                               (shared memory and cp.async) on small shapes
+#                                               (shared memory and cp.async) on small shapes (the nearest,
+#                                               ABFT and K-means kernels always run under racecheck)
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
@@ -65,11 +66,14 @@ if has racecheck; then
   SKINNY_TSM2_RM_KERNEL=mma compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" \
     --gtest_brief=1 --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}:*tsm2_f*m1000n16k1000_*" \
     >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
-  # The fused ABFT encoder (shared-memory tiles) and the K-means argmin (shared-memory counts).
+  # The fused nearest-centre kernel (cp.async ring, shared-memory minima).
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='Nearest.RepeatedRuns*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+  # The fused ABFT encoder (shared-memory tiles), the K-means argmin and counts, the streamed update.
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*EveryEncoder*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_gpu_tests" --gtest_brief=1 \
-    --gtest_filter='*MatchesTheCpuReference*:*EmptyCluster*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+    --gtest_filter='*MatchesTheCpuReference*:*EmptyCluster*:*ManyClusters*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -12
 fi
 

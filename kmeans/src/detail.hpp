@@ -60,21 +60,29 @@ class Updater {
  public:
   Updater(std::int64_t n, std::int64_t d, std::int64_t k);
 
-  /// New centroids from the labels: sums of each cluster's points in a fixed order (sort by label,
-  /// pieces of a cluster summed in double, pieces added in order), empty clusters moved to the points
-  /// farthest from their centroids (scikit-learn's rule), means. `counts` is updated for the moves.
-  /// Returns the sum of squared centroid shifts. Waits for the stream (the counts decide the work).
+  /// New centroids from the labels: sums of each cluster's points in a fixed order (update.cu), empty
+  /// clusters moved to the points farthest from their centroids (scikit-learn's rule), means. `counts`
+  /// is updated for the moves. Returns the sum of squared centroid shifts. Waits for the stream (the
+  /// counts decide the work).
   double update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c, T* new_c,
                 cudaStream_t stream);
 
  private:
+  /// Streamed row ranges into cluster_sums_ (few clusters).
+  void stream_sums(const T* x, const std::int32_t* labels, cudaStream_t stream);
+  /// Sorted, gathered pieces into cluster_sums_ (any k); waits for the stream.
+  void sorted_sums(const T* x, const std::int32_t* labels, const std::vector<int>& counts, cudaStream_t stream);
+
   std::int64_t n_, d_, k_;
   int vec_ = 1;
+  int sms_ = 1;
+  bool streaming_ = false;
+  std::int64_t ranges_ = 0;  ///< row ranges of the streamed sums
   DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels, then sorted labels
   DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices, then sorted by label (stable)
   DeviceBuffer<unsigned char> sort_temp_;
   std::size_t sort_temp_bytes_ = 0;
-  DeviceBuffer<double> piece_sums_;    ///< [pieces][d]
+  DeviceBuffer<double> piece_sums_;    ///< [pieces][d] (sorted) or [ranges][k][d] (streamed)
   DeviceBuffer<double> cluster_sums_;  ///< [k][d]
   DeviceBuffer<double> shift_parts_;   ///< [k][d]
   DeviceBuffer<std::int64_t> pieces_;       ///< per piece: start, length (into perm), cluster

@@ -1,7 +1,10 @@
-// The centroid update, deterministic for any k and d: points sorted by label (a stable radix sort), each
-// cluster's sorted range cut into fixed pieces whose rows are gathered and summed in double, the pieces
-// of a cluster added in order, empty clusters moved to the farthest points, then the means and the shift.
-// It reads X once, in rows of d contiguous elements, at close to the streaming bandwidth.
+// The centroid update, deterministic for any k and d, reading X once: the cluster sums, empty clusters
+// moved to the farthest points, then the means and the shift. Two ways to the sums:
+//  * few clusters (k <= kStreamMaxK): X streamed in row order, no sort. A block owns a fixed range of
+//    rows and a slice of columns and adds each row to its cluster's sums in shared memory (double),
+//    rows in index order; the ranges' partial sums are added in order.
+//  * otherwise: points sorted by label (a stable radix sort), each cluster's sorted range cut into fixed
+//    pieces whose rows are gathered and summed, the pieces of a cluster added in order.
 #include "detail.hpp"
 
 #include <skinny/gemm/errors.hpp>
@@ -22,6 +25,9 @@ namespace {
 constexpr std::int64_t kPiece = 256;  ///< points per piece: enough pieces to fill the GPU, few partial sums
 constexpr int kThreads = 128;
 constexpr int kBatch = 8;             ///< rows whose loads are in flight together per thread
+/// Streamed sums up to here (k x 4 KB of shared memory per block). Measured on the H100 at 262144 x
+/// 4096, k = 16, in one run: streamed 1.59 / 2.94 ms, sorted 1.64 / 3.04 ms (float / double).
+constexpr std::int64_t kStreamMaxK = 16;
 
 template <class T, int N> struct Vec;
 template <> struct Vec<float, 1> { using type = float; };
@@ -60,6 +66,74 @@ __global__ void __launch_bounds__(kThreads) piece_sums_kernel(const T* __restric
   for (; r < len; ++r) accumulate<T, N>(acc, *reinterpret_cast<const V*>(x + std::int64_t(perm[start + r]) * d + j));
 #pragma unroll
   for (int i = 0; i < N; ++i) out[piece * d + j + i] = acc[i];
+}
+
+/// Few clusters: block (range, slice) adds each row r of its range to sums[labels[r]] over the slice's
+/// N * kThreads columns, in shared memory (k x N * kThreads doubles; each thread only touches its own
+/// columns, so no barrier is needed), then writes them to part[range][k][d].
+template <class T, int N>
+__global__ void __launch_bounds__(kThreads) stream_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
+                                                              const std::int32_t* __restrict__ labels, std::int64_t k,
+                                                              std::int64_t rows_per_range, double* __restrict__ part) {
+  using V = typename Vec<T, N>::type;
+  extern __shared__ double sums[];  // [k][N * kThreads]: thread t's columns at N t ..
+  const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
+  if (j >= d) return;
+  double* mine = sums + threadIdx.x * N;
+  for (std::int64_t c = 0; c < k; ++c)
+#pragma unroll
+    for (int i = 0; i < N; ++i) mine[c * N * kThreads + i] = 0.0;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * rows_per_range;
+  const std::int64_t r1 = min(n, r0 + rows_per_range);
+  const auto add = [&](std::int32_t label, const V& v) {
+    const T* e = reinterpret_cast<const T*>(&v);
+    double* s = mine + static_cast<std::int64_t>(label) * N * kThreads;
+#pragma unroll
+    for (int i = 0; i < N; ++i) s[i] += static_cast<double>(e[i]);
+  };
+  // Two batches of rows in flight: the next batch's loads are issued before the current one is added.
+  V v[kBatch];
+  std::int32_t l[kBatch];
+  const auto load = [&](std::int64_t rb, V (&vv)[kBatch], std::int32_t (&ll)[kBatch]) {
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      vv[b] = *reinterpret_cast<const V*>(x + (rb + b) * d + j);
+      ll[b] = labels[rb + b];
+    }
+  };
+  std::int64_t r = r0;
+  if (r + kBatch <= r1) load(r, v, l);
+  for (; r + kBatch <= r1; r += kBatch) {
+    V nv[kBatch];
+    std::int32_t nl[kBatch];
+    const bool more = r + 2 * kBatch <= r1;
+    if (more) load(r + kBatch, nv, nl);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) add(l[b], v[b]);
+    if (more)
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        v[b] = nv[b];
+        l[b] = nl[b];
+      }
+  }
+  for (; r < r1; ++r) add(labels[r], *reinterpret_cast<const V*>(x + r * d + j));
+  double* out = part + static_cast<std::int64_t>(blockIdx.x) * k * d + j;
+  for (std::int64_t c = 0; c < k; ++c)
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[c * d + i] = mine[c * N * kThreads + i];
+}
+
+/// cluster_sums[c][j] = the row ranges' partial sums added in order.
+__global__ void add_ranges_kernel(const double* __restrict__ part, std::int64_t ranges, std::int64_t k, std::int64_t d,
+                                  double* __restrict__ cluster_sums) {
+  const std::int64_t total = k * d;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    double s = 0;
+    for (std::int64_t p = 0; p < ranges; ++p) s += part[p * total + idx];
+    cluster_sums[idx] = s;
+  }
 }
 
 /// cluster_sums[c][j] = the pieces of cluster c added in order.
@@ -112,10 +186,36 @@ int bits_for(std::int64_t k) {
 
 }  // namespace
 
+/// Shared memory of stream_sums_kernel: k x (columns per block) doubles.
+template <class T>
+std::size_t stream_smem(std::int64_t k, int vec) {
+  return static_cast<std::size_t>(k) * static_cast<std::size_t>(vec) * kThreads * sizeof(double);
+}
+
 template <class T>
 Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k) : n_(n), d_(d), k_(k) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   vec_ = d % kVec == 0 ? kVec : 1;
+  cluster_sums_ = device_array<double>(k * d);
+  shift_parts_ = device_array<double>(k * d);
+  counts_ = device_array<int>(k);
+  int device = 0;
+  SKINNY_CUDA_TRY(cudaGetDevice(&device));
+  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  streaming_ = k <= kStreamMaxK;
+  if (streaming_) {
+    // Row ranges: enough blocks for one full wave of resident blocks (shared memory bounds them).
+    const std::size_t smem = stream_smem<T>(k, vec_);
+    const void* fn = vec_ > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, 16 / sizeof(T)>)
+                              : reinterpret_cast<const void*>(&stream_sums_kernel<T, 1>);
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int per_sm = 0;
+    SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, smem));
+    const std::int64_t slices = (d / vec_ + kThreads - 1) / kThreads;
+    ranges_ = std::max<std::int64_t>(1, std::min<std::int64_t>(n, std::max(1, per_sm) * sms_ / slices));
+    piece_sums_ = device_array<double>(ranges_ * k * d);
+    return;
+  }
   keys_ = device_array<std::int32_t>(n);
   keys_out_ = device_array<std::int32_t>(n);
   perm_ = device_array<std::int32_t>(n);
@@ -125,19 +225,30 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k) : n_(n), d_(
   sort_temp_ = device_array<unsigned char>(static_cast<std::int64_t>(sort_temp_bytes_));
   const std::int64_t piece_capacity = n / kPiece + k + 1;
   piece_sums_ = device_array<double>(piece_capacity * d);
-  cluster_sums_ = device_array<double>(k * d);
-  shift_parts_ = device_array<double>(k * d);
   pieces_ = device_array<std::int64_t>(3 * piece_capacity);
   piece_begin_ = device_array<std::int64_t>(k + 1);
-  counts_ = device_array<int>(k);
 }
 
 template <class T>
-double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c,
-                          T* new_c, cudaStream_t stream) {
-  std::vector<int> counts(static_cast<std::size_t>(k_));
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts.data(), counts_dev, counts.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
+void Updater<T>::stream_sums(const T* x, const std::int32_t* labels, cudaStream_t stream) {
+  const std::int64_t rows_per_range = (n_ + ranges_ - 1) / ranges_;
+  const std::int64_t ranges = (n_ + rows_per_range - 1) / rows_per_range;
+  const dim3 grid(static_cast<unsigned>(ranges), static_cast<unsigned>((d_ / vec_ + kThreads - 1) / kThreads));
+  const std::size_t smem = stream_smem<T>(k_, vec_);
+  if (vec_ > 1)
+    stream_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, smem, stream>>>(x, n_, d_, labels, k_, rows_per_range,
+                                                                             piece_sums_.data());
+  else
+    stream_sums_kernel<T, 1><<<grid, kThreads, smem, stream>>>(x, n_, d_, labels, k_, rows_per_range, piece_sums_.data());
+  SKINNY_CHECK_LAUNCH();
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((k_ * d_ + 255) / 256, 4LL * sms_));
+  add_ranges_kernel<<<blocks, 256, 0, stream>>>(piece_sums_.data(), ranges, k_, d_, cluster_sums_.data());
+  SKINNY_CHECK_LAUNCH();
+}
 
+template <class T>
+void Updater<T>::sorted_sums(const T* x, const std::int32_t* labels, const std::vector<int>& counts,
+                             cudaStream_t stream) {
   // Points sorted by label; the radix sort is stable, so each cluster's points stay in index order.
   SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_.data(), labels, static_cast<std::size_t>(n_) * sizeof(std::int32_t),
                                   cudaMemcpyDeviceToDevice, stream));
@@ -171,6 +282,20 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
   const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
   cluster_sums_kernel<<<grid_kd, 256, 0, stream>>>(piece_sums_.data(), piece_begin_.data(), d_, cluster_sums_.data());
   SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c,
+                          T* new_c, cudaStream_t stream) {
+  std::vector<int> counts(static_cast<std::size_t>(k_));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts.data(), counts_dev, counts.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  if (streaming_) {
+    stream_sums(x, labels, stream);
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // the counts decide the empty-cluster moves
+  } else {
+    sorted_sums(x, labels, counts, stream);
+  }
+  const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
 
   // Empty clusters take the points farthest from their centroids (largest distance first, ties to the
   // lower index), as scikit-learn's _relocate_empty_clusters does.
