@@ -58,7 +58,10 @@ void blobs(T* x, T* centers, std::int64_t n, std::int64_t d, int k, std::uint64_
 template <class T>
 class Updater {
  public:
-  Updater(std::int64_t n, std::int64_t d, std::int64_t k);
+  /// How the cluster sums are formed (update.cu): automatic picks by k and the partial-sum traffic.
+  enum class Sums { automatic, streamed, sorted };
+  Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums = Sums::automatic);
+  bool streaming() const noexcept { return streaming_; }
 
   /// New centroids from the labels: sums of each cluster's points in a fixed order (update.cu), empty
   /// clusters moved to the points farthest from their centroids (scikit-learn's rule), means. `counts`

@@ -28,6 +28,7 @@ constexpr int kBatch = 8;             ///< rows whose loads are in flight togeth
 /// Streamed sums up to here (k x 4 KB of shared memory per block). Measured on the H100 at 262144 x
 /// 4096, k = 16, in one run: streamed 1.59 / 2.94 ms, sorted 1.64 / 3.04 ms (float / double).
 constexpr std::int64_t kStreamMaxK = 16;
+constexpr double kMaxPartialFraction = 0.03;  ///< streamed partial sums at most this fraction of the bytes of X
 
 template <class T, int N> struct Vec;
 template <> struct Vec<float, 1> { using type = float; };
@@ -193,7 +194,7 @@ std::size_t stream_smem(std::int64_t k, int vec) {
 }
 
 template <class T>
-Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k) : n_(n), d_(d), k_(k) {
+Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) : n_(n), d_(d), k_(k) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   vec_ = d % kVec == 0 ? kVec : 1;
   cluster_sums_ = device_array<double>(k * d);
@@ -202,9 +203,10 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k) : n_(n), d_(
   int device = 0;
   SKINNY_CUDA_TRY(cudaGetDevice(&device));
   SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
-  streaming_ = k <= kStreamMaxK;
-  if (streaming_) {
-    // Row ranges: enough blocks for one full wave of resident blocks (shared memory bounds them).
+  if ((sums == Sums::automatic && k <= kStreamMaxK) || sums == Sums::streamed) {
+    // Row ranges: enough blocks for one full wave of resident blocks (shared memory bounds them). Each
+    // range writes k x d partial sums; where that would exceed kMaxPartialFraction of X (few points),
+    // the sorted path is used instead.
     const std::size_t smem = stream_smem<T>(k, vec_);
     const void* fn = vec_ > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, 16 / sizeof(T)>)
                               : reinterpret_cast<const void*>(&stream_sums_kernel<T, 1>);
@@ -213,6 +215,10 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k) : n_(n), d_(
     SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, smem));
     const std::int64_t slices = (d / vec_ + kThreads - 1) / kThreads;
     ranges_ = std::max<std::int64_t>(1, std::min<std::int64_t>(n, std::max(1, per_sm) * sms_ / slices));
+    const double partial_fraction = double(ranges_) * k * sizeof(double) / (double(n) * sizeof(T));
+    streaming_ = sums == Sums::streamed || partial_fraction <= kMaxPartialFraction;
+  }
+  if (streaming_) {
     piece_sums_ = device_array<double>(ranges_ * k * d);
     return;
   }

@@ -3,6 +3,7 @@
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
+#include "../../kmeans/src/detail.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/random_matrix.hpp"
 
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace skinny::kmeans {
@@ -125,6 +127,54 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, r.labels));
   matches_reference<float>(n, d, k, gemm::Algo::automatic, 1e-5);
   matches_reference<float>(1001, 4, 257, gemm::Algo::automatic, 1e-5);
+}
+
+/// Both ways of forming the cluster sums (streamed in row order, sorted by label) give the means and
+/// the shift computed in double on the CPU, on column counts that are not multiples of a block's slice.
+template <class T>
+void update_matches_cpu(typename detail::Updater<T>::Sums sums, std::int64_t n, std::int64_t d, std::int64_t k,
+                        double tolerance) {
+  const auto x = testing::random_nonzero<T>(static_cast<std::size_t>(n * d), 41);
+  const auto old_c = testing::random_nonzero<T>(static_cast<std::size_t>(k * d), 42);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  std::vector<int> counts(static_cast<std::size_t>(k), 0);
+  for (std::int64_t i = 0; i < n; ++i) ++counts[labels[i] = static_cast<std::int32_t>((i * 7 + i / 3) % k)];
+  std::vector<double> sum(static_cast<std::size_t>(k * d), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < d; ++j) sum[labels[i] * d + j] += double(x[i * d + j]);
+  DeviceBuffer<T> dx(x), dold(old_c), dnew(static_cast<std::size_t>(k * d)), dmin(static_cast<std::size_t>(n));
+  DeviceBuffer<std::int32_t> dlabels(labels);
+  DeviceBuffer<int> dcounts(counts);
+  dnew.copy_from(std::vector<T>(static_cast<std::size_t>(k * d), T(NAN)));
+  Context& ctx = shared_context();
+  detail::Updater<T> updater(n, d, k, sums);
+  EXPECT_EQ(updater.streaming(), sums == detail::Updater<T>::Sums::streamed);
+  const double shift =
+      updater.update(dx.data(), dlabels.data(), dmin.data(), dcounts.data(), dold.data(), dnew.data(), ctx.stream());
+  const std::vector<T> got = dnew.to_host();
+  std::vector<T> want(got.size());
+  double want_shift = 0;
+  for (std::int64_t c = 0; c < k; ++c)
+    for (std::int64_t j = 0; j < d; ++j) {
+      const std::size_t idx = static_cast<std::size_t>(c * d + j);
+      want[idx] = static_cast<T>(sum[idx] / counts[c]);
+      want_shift += (double(want[idx]) - double(old_c[idx])) * (double(want[idx]) - double(old_c[idx]));
+    }
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
+  EXPECT_LE(relative_difference(got, want), tolerance) << where;
+  EXPECT_NEAR(want_shift, shift, tolerance * want_shift) << where;
+}
+
+TEST_F(KmeansGpu, StreamedAndSortedUpdatesGiveTheMeans) {
+  using F = detail::Updater<float>;
+  using D = detail::Updater<double>;
+  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5003, 37, 16}, {3001, 1000, 3},
+                               {40, 4, 16}}) {
+    update_matches_cpu<float>(F::Sums::streamed, n, d, k, 1e-6);
+    update_matches_cpu<float>(F::Sums::sorted, n, d, k, 1e-6);
+    update_matches_cpu<double>(D::Sums::streamed, n, d, k, 1e-14);
+    update_matches_cpu<double>(D::Sums::sorted, n, d, k, 1e-14);
+  }
 }
 
 TEST_F(KmeansGpu, EmptyClusterMovesToTheFarthestPoint) {
