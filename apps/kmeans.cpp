@@ -32,6 +32,7 @@ struct KmeansOptions {
   std::string init_centroids;     ///< file of k x d initial centroids (implies --init given)
   std::string output_labels, output_centroids;
   bool compare = false;
+  bool no_column_copy = false;
   bool quiet = false;
   CommonOptions common;
 };
@@ -57,6 +58,8 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_option("--init-centroids", o.init_centroids, "File of k x d initial centroids (.npy or .csv)");
   app.add_option("--output-labels", o.output_labels, "Write the labels (.npy int32 or .csv)");
   app.add_option("--output-centroids", o.output_centroids, "Write the centroids (.npy or .csv)");
+  app.add_flag("--no-column-copy", o.no_column_copy,
+               "Run the distance GEMM on X's rows, without the column-major copy of X (n x d more memory)");
   app.add_flag("--compare", o.compare, "Run cuBLAS and every custom backend that can do the shape; print the end-to-end table");
   app.add_flag("--quiet", o.quiet, "No per-iteration progress lines");
   add_common_options(app, o.common, {"float", "double"});
@@ -158,6 +161,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   p.init = init_of(o);
   p.seed = o.common.seed;
   p.backend = gemm::algo_from_name(o.backend);
+  p.column_copy = !o.no_column_copy;
   const std::string method = kmeans::distance_method<T>(ctx, x.data(), o.n, o.d, o.k, p.backend);
   const std::string resolved = o.backend == "auto" ? "auto -> " + method : o.backend;
   std::printf("kmeans on %s: n = %lld, d = %lld, k = %d, %s, backend %s, %s data\n", device_name().c_str(),
@@ -170,9 +174,10 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   const kmeans::Result<T> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial);
   const Run main_run = summarise(o.backend, r);
   std::printf("inertia %.9e after %d iterations (%s); median %.3f ms per iteration (medians: distances %.3f, "
-              "argmin %.3f, update %.3f ms); init %.1f ms\n",
+              "argmin %.3f, update %.3f ms); init %.1f ms%s\n",
               r.inertia, r.n_iter, r.converged ? "converged" : "max iterations", main_run.median_ms,
-              main_run.distances_ms, main_run.argmin_ms, main_run.update_ms, r.timing.init_ms);
+              main_run.distances_ms, main_run.argmin_ms, main_run.update_ms, r.timing.init_ms,
+              r.column_copy ? " (with the column-major copy of X)" : "");
   double ari = NAN;
   if (synthetic) {
     ari = kmeans::adjusted_rand_index(truth, r.labels);
@@ -227,7 +232,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     json.field("n", o.n).field("d", o.d).field("k", o.k).field("backend", o.backend).field("backend_resolved", resolved)
         .field("init", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
         .field("max_iter", o.iters).field("data", synthetic ? "blobs" : o.input);
-    json.field("inertia_", r.inertia).field("n_iter_", r.n_iter).field("converged", r.converged);
+    json.field("inertia_", r.inertia).field("n_iter_", r.n_iter).field("converged", r.converged)
+        .field("column_copy", r.column_copy);
     if (synthetic) json.field("adjusted_rand_index", ari);
     json.field("median_iteration_ms", main_run.median_ms).field("median_distances_ms", main_run.distances_ms)
         .field("median_argmin_ms", main_run.argmin_ms).field("median_update_ms", main_run.update_ms)

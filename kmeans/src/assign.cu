@@ -181,6 +181,22 @@ __global__ void __launch_bounds__(kThreads) count_labels_kernel(const std::int32
     if (block_counts[j] != 0) atomicAdd(counts + j, block_counts[j]);
 }
 
+constexpr int kSumThreads = 1024;
+
+template <class T>
+__global__ void __launch_bounds__(kSumThreads) sum_into_kernel(const T* __restrict__ values, std::int64_t count,
+                                                               double* __restrict__ out) {
+  __shared__ double part[kSumThreads];
+  double s = 0;
+  for (std::int64_t i = threadIdx.x; i < count; i += kSumThreads) s += static_cast<double>(values[i]);
+  part[threadIdx.x] = s;
+  for (int half = kSumThreads / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+  }
+  if (threadIdx.x == 0) *out = part[0];
+}
+
 template <class T>
 __global__ void min_distance_kernel(double* __restrict__ d2, const T* __restrict__ g, std::int64_t ldg,
                                     const T* __restrict__ xnorm, T cnorm, std::int64_t n, bool first) {
@@ -268,6 +284,12 @@ double candidate_potential(const double* d2, const T* g, std::int64_t ldg, const
 }
 
 template <class T>
+void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream) {
+  sum_into_kernel<<<1, kSumThreads, 0, stream>>>(values, count, out);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
 double sum(const T* values, std::int64_t count, cudaStream_t stream) {
   const double s = thrust::transform_reduce(
       thrust::cuda::par.on(stream), thrust::counting_iterator<std::int64_t>(0),
@@ -291,6 +313,7 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
   template void argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int32_t*, T*, int*,       \
                        cudaStream_t);                                                                           \
   template double sum(const T*, std::int64_t, cudaStream_t);                                                    \
+  template void sum_into(const T*, std::int64_t, double*, cudaStream_t);                                        \
   template void min_distance_update(double*, const T*, std::int64_t, const T*, T, std::int64_t, bool, cudaStream_t); \
   template double candidate_potential(const double*, const T*, std::int64_t, const T*, T, std::int64_t, cudaStream_t);
 SKINNY_KMEANS_ASSIGN(float)

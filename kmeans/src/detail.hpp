@@ -2,6 +2,7 @@
 #pragma once
 
 #include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/pinned_buffer.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
 #include <cuda_runtime.h>
@@ -33,6 +34,11 @@ void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const
 /// counts[labels[i]] += 1 for the n labels (integer atomics: the same result in any order).
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream);
 
+/// *out = the sum of `count` values in double, queued on the stream without waiting (one block: each
+/// thread sums a fixed stride, then a fixed tree; deterministic).
+template <class T>
+void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream);
+
 /// Sum of `count` values in double (deterministic).
 template <class T>
 double sum(const T* values, std::int64_t count, cudaStream_t stream);
@@ -48,6 +54,10 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
 template <class T>
 double candidate_potential(const double* d2, const T* g, std::int64_t ldg, const T* xnorm, T cnorm, std::int64_t n,
                            cudaStream_t stream);
+
+/// xt = X in column-major order (n x d, leading dimension n): element (i, j) at xt[j * n + i].
+template <class T>
+void to_columns(const T* x, std::int64_t n, std::int64_t d, T* xt, cudaStream_t stream);
 
 /// Generates blobs on the device (see make_blobs).
 template <class T>
@@ -91,6 +101,7 @@ class Updater {
   DeviceBuffer<std::int64_t> pieces_;       ///< per piece: start, length (into perm), cluster
   DeviceBuffer<std::int64_t> piece_begin_;  ///< [k + 1] first piece of each cluster
   DeviceBuffer<int> counts_;                ///< the counts after empty-cluster moves
+  PinnedBuffer<int> counts_host_;           ///< the counts of the assignment, copied back asynchronously
 };
 
 }  // namespace skinny::kmeans::detail

@@ -4,9 +4,11 @@
 
 #include <skinny/gemm/cuda_event.hpp>
 #include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/pinned_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/nearest.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -87,14 +89,23 @@ bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64
   }
 }
 
+/// Whether `bytes` more fit in the device's free memory, leaving room for the library's scratch.
+bool fits_in_free_memory(std::size_t bytes) {
+  std::size_t free = 0, total = 0;
+  SKINNY_CUDA_TRY(cudaMemGetInfo(&free, &total));
+  const std::size_t headroom = std::max<std::size_t>(std::size_t(512) << 20, total / 20);
+  return free > headroom && bytes <= free - headroom;
+}
+
 /// The assignment step: either the fused kernel over all points, or, over chunks of rows, cross terms
-/// through the gemm backend and then the argmin. Records an event before each GEMM and each argmin
+/// through the gemm backend (on X, or on its column-major copy xt when set) and then the argmin. Records an event before each GEMM and each argmin
 /// (events[2i], events[2i + 1]) and one at the end; the fused kernel counts as the GEMM (its argmin is
 /// inside) and the cluster counts after it as the argmin.
 template <class T>
 struct Assigner {
   Context& ctx;
   const T* x;
+  const T* xt = nullptr;  ///< X column-major (leading dimension n), or null
   std::int64_t n, d, k;
   gemm::Algo backend;
   bool fused;
@@ -136,9 +147,9 @@ struct Assigner {
     for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
       const std::int64_t m = std::min(rows, n - r0);
       events[e++]->record(stream);
-      gemm::gemm(ctx, {gemm::row_major<const T>(x + r0 * d, m, d), gemm::col_major<const T>(c, d, k),
-                       gemm::row_major(g.data(), m, k)},
-                 backend);
+      const gemm::MatrixView<const T> a =
+          xt ? gemm::col_major<const T>(xt + r0, m, d, n) : gemm::row_major<const T>(x + r0 * d, m, d);
+      gemm::gemm(ctx, {a, gemm::col_major<const T>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
       events[e++]->record(stream);
       detail::argmin(g.data(), m, k, xnorm + r0, cnorm, labels + r0, mindist + r0, counts, stream);
     }
@@ -176,8 +187,20 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
   Assigner<T> assign(ctx, x, n, d, k, params.backend);
   detail::Updater<T> updater(n, d, k);
 
+  DeviceBuffer<double> inertia_dev(1);
+  PinnedBuffer<double> inertia_host(1);
+  DeviceBuffer<T> xt;  // X column-major, when Params::column_copy applies
+  const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
+  if (params.column_copy && !assign.fused && fits_in_free_memory(xt_bytes))
+    xt = DeviceBuffer<T>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
+  result.column_copy = xt.size() > 0;
+
   CudaEvent start, stop;
   start.record(stream);
+  if (result.column_copy) {
+    detail::to_columns(x, n, d, xt.data(), stream);
+    assign.xt = xt.data();
+  }
   detail::row_sq_norms(x, n, d, xnorm.data(), stream);
   const double tol_scaled = params.tol > 0 ? params.tol * detail::mean_feature_variance(x, n, d, stream) : 0.0;
   switch (params.init) {
@@ -195,11 +218,14 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
     start.record(stream);
     detail::row_sq_norms(c.data(), k, d, cnorm.data(), stream);
     assign.run(c.data(), xnorm.data(), cnorm.data(), labels.data(), mindist.data(), counts.data());
-    const double inertia = detail::sum(mindist.data(), n, stream);
+    // The inertia comes back with the update, which waits for the stream anyway.
+    detail::sum_into(mindist.data(), n, inertia_dev.data(), stream);
+    inertia_host.copy_from_device_async(inertia_dev.data(), stream);
     update_start.record(stream);
     const double shift =
         updater.update(x, labels.data(), mindist.data(), counts.data(), c.data(), c_next.data(), stream);
     stop.record(stream);
+    const double inertia = inertia_host[0];
     std::swap(c, c_next);
     const auto [gemm_ms, argmin_ms] = assign.phase_ms();
     const double iteration_ms = stop.ms_since(start);

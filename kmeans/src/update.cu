@@ -200,6 +200,7 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
   cluster_sums_ = device_array<double>(k * d);
   shift_parts_ = device_array<double>(k * d);
   counts_ = device_array<int>(k);
+  counts_host_ = PinnedBuffer<int>(static_cast<std::size_t>(k));
   int device = 0;
   SKINNY_CUDA_TRY(cudaGetDevice(&device));
   SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
@@ -261,7 +262,6 @@ void Updater<T>::sorted_sums(const T* x, const std::int32_t* labels, const std::
   thrust::sequence(thrust::cuda::par_nosync.on(stream), perm_in_.data(), perm_in_.data() + n_);
   SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_temp_.data(), sort_temp_bytes_, keys_.data(), keys_out_.data(), perm_in_.data(), perm_.data(),
                                                   static_cast<int>(n_), 0, bits_for(k_), stream));
-  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // counts on the host decide the pieces
 
   std::vector<std::int64_t> pieces, begin(static_cast<std::size_t>(k_ + 1), 0);
   std::int64_t offset = 0;
@@ -293,14 +293,13 @@ void Updater<T>::sorted_sums(const T* x, const std::int32_t* labels, const std::
 template <class T>
 double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c,
                           T* new_c, cudaStream_t stream) {
-  std::vector<int> counts(static_cast<std::size_t>(k_));
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts.data(), counts_dev, counts.size() * sizeof(int), cudaMemcpyDeviceToHost, stream));
-  if (streaming_) {
-    stream_sums(x, labels, stream);
-    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // the counts decide the empty-cluster moves
-  } else {
-    sorted_sums(x, labels, counts, stream);
-  }
+  // The counts come back while the sums are formed; one wait for both (they decide the empty-cluster
+  // moves and, sorted, the pieces).
+  counts_host_.copy_from_device_async(counts_dev, stream);
+  if (streaming_) stream_sums(x, labels, stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::vector<int> counts(counts_host_.data(), counts_host_.data() + k_);
+  if (!streaming_) sorted_sums(x, labels, counts, stream);
   const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
 
   // Empty clusters take the points farthest from their centroids (largest distance first, ties to the
