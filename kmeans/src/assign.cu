@@ -182,19 +182,24 @@ __global__ void __launch_bounds__(kThreads) count_labels_kernel(const std::int32
 }
 
 constexpr int kSumThreads = 1024;
+constexpr std::int64_t kSumPerBlock = 1 << 16;  ///< values per block of the first pass
 
+/// Block b: out[b] = the sum of values [b * share, (b + 1) * share), each thread over a fixed stride,
+/// then a fixed tree.
 template <class T>
-__global__ void __launch_bounds__(kSumThreads) sum_into_kernel(const T* __restrict__ values, std::int64_t count,
-                                                               double* __restrict__ out) {
+__global__ void __launch_bounds__(kSumThreads) block_sums_kernel(const T* __restrict__ values, std::int64_t count,
+                                                                 std::int64_t share, double* __restrict__ out) {
   __shared__ double part[kSumThreads];
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * share;
+  const std::int64_t end = min(count, begin + share);
   double s = 0;
-  for (std::int64_t i = threadIdx.x; i < count; i += kSumThreads) s += static_cast<double>(values[i]);
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += kSumThreads) s += static_cast<double>(values[i]);
   part[threadIdx.x] = s;
   for (int half = kSumThreads / 2; half > 0; half /= 2) {
     __syncthreads();
     if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
   }
-  if (threadIdx.x == 0) *out = part[0];
+  if (threadIdx.x == 0) out[blockIdx.x] = part[0];
 }
 
 template <class T>
@@ -285,17 +290,26 @@ double candidate_potential(const double* d2, const T* g, std::int64_t ldg, const
 
 template <class T>
 void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream) {
-  sum_into_kernel<<<1, kSumThreads, 0, stream>>>(values, count, out);
+  const std::int64_t blocks = std::min<std::int64_t>(kSumScratch - 1, (count + kSumPerBlock - 1) / kSumPerBlock);
+  if (blocks <= 1) {
+    block_sums_kernel<<<1, kSumThreads, 0, stream>>>(values, count, count, out);
+    SKINNY_CHECK_LAUNCH();
+    return;
+  }
+  const std::int64_t share = (count + blocks - 1) / blocks;
+  block_sums_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(values, count, share, out + 1);
+  SKINNY_CHECK_LAUNCH();
+  block_sums_kernel<<<1, kSumThreads, 0, stream>>>(out + 1, blocks, blocks, out);
   SKINNY_CHECK_LAUNCH();
 }
 
 template <class T>
 double sum(const T* values, std::int64_t count, cudaStream_t stream) {
-  const double s = thrust::transform_reduce(
-      thrust::cuda::par.on(stream), thrust::counting_iterator<std::int64_t>(0),
-      thrust::counting_iterator<std::int64_t>(count), [=] __device__(std::int64_t i) -> double { return double(values[i]); },
-      0.0, thrust::plus<double>());
-  SKINNY_CHECK_LAUNCH();
+  DeviceBuffer<double> out(kSumScratch);
+  sum_into(values, count, out.data(), stream);
+  double s = 0;
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(&s, out.data(), sizeof s, cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
   return s;
 }
 

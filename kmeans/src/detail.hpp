@@ -34,8 +34,10 @@ void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const
 /// counts[labels[i]] += 1 for the n labels (integer atomics: the same result in any order).
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream);
 
-/// *out = the sum of `count` values in double, queued on the stream without waiting (one block: each
-/// thread sums a fixed stride, then a fixed tree; deterministic).
+/// Doubles of device memory sum_into needs at `out`.
+constexpr int kSumScratch = 257;
+/// out[0] = the sum of `count` values in double, queued on the stream without waiting: blocks sum fixed
+/// shares in a fixed order into out[1 ..], one block adds those (deterministic). `out` holds kSumScratch.
 template <class T>
 void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream);
 
@@ -98,6 +100,8 @@ class Updater {
   DeviceBuffer<double> piece_sums_;    ///< [pieces][d] (sorted) or [ranges][k][d] (streamed)
   DeviceBuffer<double> cluster_sums_;  ///< [k][d]
   DeviceBuffer<double> shift_parts_;   ///< [k][d]
+  DeviceBuffer<double> shift_;         ///< the shift in [0], sum_into's scratch after it
+  PinnedBuffer<double> shift_host_;    ///< the shift, copied back asynchronously
   DeviceBuffer<std::int64_t> pieces_;       ///< per piece: start, length (into perm), cluster
   DeviceBuffer<std::int64_t> piece_begin_;  ///< [k + 1] first piece of each cluster
   DeviceBuffer<int> counts_;                ///< the counts after empty-cluster moves

@@ -187,7 +187,7 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
   Assigner<T> assign(ctx, x, n, d, k, params.backend);
   detail::Updater<T> updater(n, d, k);
 
-  DeviceBuffer<double> inertia_dev(1);
+  DeviceBuffer<double> inertia_dev(detail::kSumScratch);
   PinnedBuffer<double> inertia_host(1);
   DeviceBuffer<T> xt;  // X column-major, when Params::column_copy applies
   const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);

@@ -11,9 +11,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <thrust/execution_policy.h>
-#include <thrust/iterator/counting_iterator.h>
 #include <thrust/sequence.h>
-#include <thrust/transform_reduce.h>
 
 #include <algorithm>
 #include <numeric>
@@ -201,6 +199,8 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
   shift_parts_ = device_array<double>(k * d);
   counts_ = device_array<int>(k);
   counts_host_ = PinnedBuffer<int>(static_cast<std::size_t>(k));
+  shift_ = device_array<double>(kSumScratch);
+  shift_host_ = PinnedBuffer<double>(1);
   int device = 0;
   SKINNY_CUDA_TRY(cudaGetDevice(&device));
   SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
@@ -335,13 +335,11 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
   SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_.data(), counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
   means_kernel<T><<<grid_kd, 256, 0, stream>>>(cluster_sums_.data(), counts_.data(), old_c, d_, new_c, shift_parts_.data());
   SKINNY_CHECK_LAUNCH();
-  const double* parts = shift_parts_.data();
-  const double shift = thrust::transform_reduce(
-      thrust::cuda::par.on(stream), thrust::counting_iterator<std::int64_t>(0),
-      thrust::counting_iterator<std::int64_t>(k_ * d_), [=] __device__(std::int64_t i) -> double { return parts[i]; }, 0.0,
-      thrust::plus<double>());
-  SKINNY_CHECK_LAUNCH();
-  return shift;
+  // A reduction of our own: thrust's allocates (and frees) scratch memory on every call.
+  sum_into(shift_parts_.data(), k_ * d_, shift_.data(), stream);
+  shift_host_.copy_from_device_async(shift_.data(), stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return shift_host_[0];
 }
 
 template class Updater<float>;

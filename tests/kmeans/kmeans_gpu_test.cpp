@@ -177,6 +177,22 @@ TEST_F(KmeansGpu, StreamedAndSortedUpdatesGiveTheMeans) {
   }
 }
 
+/// The deterministic device sum behind the inertia and the shift, on one block and on two passes.
+TEST_F(KmeansGpu, DeviceSumsMatchTheHostInDouble) {
+  for (const std::int64_t count : {std::int64_t(1), std::int64_t(1000), std::int64_t(1000003)}) {
+    const auto v = testing::random_nonzero<float>(static_cast<std::size_t>(count), 51);
+    double want = 0, magnitude = 0;
+    for (const float x : v) want += double(x), magnitude += std::abs(double(x));
+    DeviceBuffer<float> dv(v);
+    DeviceBuffer<double> out(detail::kSumScratch);
+    out.copy_from(std::vector<double>(detail::kSumScratch, NAN));
+    detail::sum_into(dv.data(), count, out.data(), shared_context().stream());
+    const double got = out.to_host()[0];
+    EXPECT_NEAR(want, got, 1e-15 * magnitude * 16) << "count " << count;
+    EXPECT_EQ(got, detail::sum(dv.data(), count, shared_context().stream())) << "count " << count;
+  }
+}
+
 TEST_F(KmeansGpu, EmptyClusterMovesToTheFarthestPoint) {
   Context& ctx = shared_context();
   const std::int64_t n = 300, d = 3;
