@@ -85,7 +85,9 @@ class Updater {
  private:
   /// Streamed row ranges into cluster_sums_ (few clusters).
   void stream_sums(const T* x, const std::int32_t* labels, cudaStream_t stream);
-  /// Sorted, gathered pieces into cluster_sums_ (any k); waits for the stream.
+  /// Queues new_c = cluster_sums_ / counts (old_c where a count is 0) and the shift into shift_host_.
+  void means_and_shift(const int* counts, const T* old_c, T* new_c, cudaStream_t stream);
+  /// Sorted, gathered pieces into cluster_sums_ (any k).
   void sorted_sums(const T* x, const std::int32_t* labels, const std::vector<int>& counts, cudaStream_t stream);
 
   std::int64_t n_, d_, k_;

@@ -293,14 +293,19 @@ void Updater<T>::sorted_sums(const T* x, const std::int32_t* labels, const std::
 template <class T>
 double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c,
                           T* new_c, cudaStream_t stream) {
-  // The counts come back while the sums are formed; one wait for both (they decide the empty-cluster
-  // moves and, sorted, the pieces).
+  // The counts come back while the sums are formed. Streamed, the means are queued at once on the
+  // assumption that no cluster is empty, so one wait covers all; sorted, the counts decide the pieces.
   counts_host_.copy_from_device_async(counts_dev, stream);
-  if (streaming_) stream_sums(x, labels, stream);
-  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (streaming_) {
+    stream_sums(x, labels, stream);
+    means_and_shift(counts_dev, old_c, new_c, stream);
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (std::find(counts_host_.data(), counts_host_.data() + k_, 0) == counts_host_.data() + k_) return shift_host_[0];
+  } else {
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
   std::vector<int> counts(counts_host_.data(), counts_host_.data() + k_);
   if (!streaming_) sorted_sums(x, labels, counts, stream);
-  const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
 
   // Empty clusters take the points farthest from their centroids (largest distance first, ties to the
   // lower index), as scikit-learn's _relocate_empty_clusters does.
@@ -333,13 +338,19 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
     }
   }
   SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_.data(), counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
-  means_kernel<T><<<grid_kd, 256, 0, stream>>>(cluster_sums_.data(), counts_.data(), old_c, d_, new_c, shift_parts_.data());
+  means_and_shift(counts_.data(), old_c, new_c, stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return shift_host_[0];
+}
+
+template <class T>
+void Updater<T>::means_and_shift(const int* counts, const T* old_c, T* new_c, cudaStream_t stream) {
+  const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
+  means_kernel<T><<<grid_kd, 256, 0, stream>>>(cluster_sums_.data(), counts, old_c, d_, new_c, shift_parts_.data());
   SKINNY_CHECK_LAUNCH();
   // A reduction of our own: thrust's allocates (and frees) scratch memory on every call.
   sum_into(shift_parts_.data(), k_ * d_, shift_.data(), stream);
   shift_host_.copy_from_device_async(shift_.data(), stream);
-  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-  return shift_host_[0];
 }
 
 template class Updater<float>;

@@ -177,6 +177,45 @@ TEST_F(KmeansGpu, StreamedAndSortedUpdatesGiveTheMeans) {
   }
 }
 
+/// An empty cluster takes the point farthest from its centroid, whichever way the sums are formed: its
+/// centroid becomes that point, the point's old cluster loses it, and its label changes.
+template <class T>
+void update_relocates(typename detail::Updater<T>::Sums sums) {
+  const std::int64_t n = 50, d = 8, k = 4, far = 17;
+  const auto x = testing::random_nonzero<T>(static_cast<std::size_t>(n * d), 61);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  std::vector<int> counts(static_cast<std::size_t>(k), 0);
+  std::vector<T> mindist(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    ++counts[labels[i] = static_cast<std::int32_t>(i % (k - 1))];  // cluster k - 1 is empty
+    mindist[i] = i == far ? T(100) : T(i % 7);
+  }
+  DeviceBuffer<T> dx(x), dold(static_cast<std::size_t>(k * d)), dnew(static_cast<std::size_t>(k * d)), dmin(mindist);
+  dold.copy_from(std::vector<T>(static_cast<std::size_t>(k * d), T(0)));
+  DeviceBuffer<std::int32_t> dlabels(labels);
+  DeviceBuffer<int> dcounts(counts);
+  detail::Updater<T> updater(n, d, k, sums);
+  updater.update(dx.data(), dlabels.data(), dmin.data(), dcounts.data(), dold.data(), dnew.data(),
+                 shared_context().stream());
+  const std::vector<T> got = dnew.to_host();
+  const std::int32_t from = labels[far];
+  for (std::int64_t j = 0; j < d; ++j) {
+    EXPECT_EQ(x[far * d + j], got[(k - 1) * d + j]) << "the empty cluster's centroid is the farthest point";
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      if (labels[i] == from && i != far) s += double(x[i * d + j]);
+    EXPECT_NEAR(s / (counts[from] - 1), double(got[from * d + j]), 1e-6) << "dimension " << j;
+  }
+  EXPECT_EQ(k - 1, dlabels.to_host()[far]);
+}
+
+TEST_F(KmeansGpu, UpdatesRelocateToEmptyClusters) {
+  update_relocates<float>(detail::Updater<float>::Sums::streamed);
+  update_relocates<float>(detail::Updater<float>::Sums::sorted);
+  update_relocates<double>(detail::Updater<double>::Sums::streamed);
+  update_relocates<double>(detail::Updater<double>::Sums::sorted);
+}
+
 /// The deterministic device sum behind the inertia and the shift, on one block and on two passes.
 TEST_F(KmeansGpu, DeviceSumsMatchTheHostInDouble) {
   for (const std::int64_t count : {std::int64_t(1), std::int64_t(1000), std::int64_t(1000003)}) {
