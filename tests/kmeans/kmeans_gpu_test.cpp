@@ -107,6 +107,34 @@ TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
     }
 }
 
+/// Enough points for the column-major copy of X: the distances read it (or not, when asked), and the
+/// labels are the reference's either way.
+TEST_F(KmeansGpu, ColumnCopyGivesTheReferenceLabels) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 70001, d = 9;
+  const int k = 5;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, k, 13, 1.5, 4.0);
+  const std::vector<float> host = x.to_host();
+  Params p;
+  p.k = k;
+  p.max_iter = 4;
+  p.tol = 0;
+  p.init = Init::given;
+  p.backend = gemm::Algo::tsm2;
+  const std::vector<float> init = first_points(host, k, d);
+  const Result<float> cpu = reference_fit<float>(host, n, d, p, init);
+  for (const bool copy : {true, false}) {
+    p.column_copy = copy;
+    const Result<float> gpu = fit<float>(ctx, x.data(), n, d, p, init);
+    EXPECT_EQ(copy, gpu.column_copy);
+    EXPECT_EQ(cpu.labels, gpu.labels) << "column copy " << copy;
+    EXPECT_LE(relative_difference(gpu.centroids, cpu.centroids), 1e-5) << "column copy " << copy;
+  }
+  p.column_copy = true;
+  EXPECT_FALSE(fit<float>(ctx, x.data(), 1000, d, p, init).column_copy) << "too few points for the copy";
+}
+
 /// Many clusters in float: automatic takes the fused nearest kernel (when rows are 16-byte aligned),
 /// recovers blobs, and gives the reference's labels from the same centroids.
 TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {

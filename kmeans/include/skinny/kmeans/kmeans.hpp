@@ -44,7 +44,8 @@ struct Params {
   /// Keep a column-major copy of X (n x d more device memory, made once per fit) for the distance
   /// GEMM, which then reads X along points: the tall-skinny kernels stream that layout faster than
   /// rows (H100, float, 262144 x 4096, k = 16: TSM2 at 95 % of the read ceiling against 84 %). Made
-  /// only when it fits in free device memory and the distances go through a GEMM (not gemm::nearest).
+  /// only for n >= 65536 (fewer points: rows are faster), when it fits in free device memory, and when
+  /// the distances go through a GEMM (not gemm::nearest).
   bool column_copy = true;
   /// Called after each iteration when set (progress lines); costs nothing when empty.
   std::function<void(const IterationInfo&)> progress;
