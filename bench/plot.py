@@ -27,6 +27,8 @@ def load_newest(results_dir):
                 data = json.load(f)
             except json.JSONDecodeError as e:
                 sys.exit(f"plot.py: {path}: not JSON ({e})")
+        if "experiment" in data:  # tuning runs with overrides are kept as records, not plotted
+            continue
         variant = data.get("precision", data.get("variant", ""))
         if data.get("benchmark") == "kmeans":  # one file per run: keyed by everything that varies
             variant = (variant, data["n"], data["d"], data["k"], data["backend"], "compare" in data)
