@@ -172,34 +172,17 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         const int r = wm * (BM / WARPS_M) + mt * 16 + gq;
-        const float4 v0 = xs[r * CH + pc], v1 = xs[(r + 8) * CH + pc];
-        const float e0[4] = {v0.x, v0.y, v0.z, v0.w}, e1[4] = {v1.x, v1.y, v1.z, v1.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          a[mt][0][e] = split_tf32(e0[e]);
-          a[mt][1][e] = split_tf32(e1[e]);
-        }
+        split_tf32(xs[r * CH + pc], a[mt][0]);
+        split_tf32(xs[(r + 8) * CH + pc], a[mt][1]);
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
         const float4 h = hs[col * CH + pc], l = ls[col * CH + pc];
-        const std::uint32_t bh[4] = {__float_as_uint(h.x), __float_as_uint(h.y), __float_as_uint(h.z),
-                                     __float_as_uint(h.w)};
-        const std::uint32_t bl[4] = {__float_as_uint(l.x), __float_as_uint(l.y), __float_as_uint(l.z),
-                                     __float_as_uint(l.w)};
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          float dk[4] = {0.f, 0.f, 0.f, 0.f};  // fresh: the tensor cores' truncating adds stay short
-#pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            const int e0 = 2 * s, e1 = 2 * s + 1;
-            const auto& r0 = a[mt][0];
-            const auto& r8 = a[mt][1];
-            mma_tf32(dk, r0[e0].lo, r8[e0].lo, r0[e1].lo, r8[e1].lo, bh[e0], bh[e1]);
-            mma_tf32(dk, r0[e0].hi, r8[e0].hi, r0[e1].hi, r8[e1].hi, bl[e0], bl[e1]);
-            mma_tf32(dk, r0[e0].hi, r8[e0].hi, r0[e1].hi, r8[e1].hi, bh[e0], bh[e1]);
-          }
+          float dk[4];
+          k_group_3xtf32(dk, a[mt][0], a[mt][1], h, l);
 #pragma unroll
           for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
         }

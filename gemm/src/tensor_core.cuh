@@ -20,6 +20,14 @@ __device__ __forceinline__ Tf32Pair split_tf32(float x) {
   return {hi, tf32_bits(__float_as_uint(x - __uint_as_float(hi)))};
 }
 
+/// The four elements of v split into TF32 halves.
+__device__ __forceinline__ void split_tf32(const float4& v, Tf32Pair (&out)[4]) {
+  out[0] = split_tf32(v.x);
+  out[1] = split_tf32(v.y);
+  out[2] = split_tf32(v.z);
+  out[3] = split_tf32(v.w);
+}
+
 /// d += A (16 x 8, TF32) * B (8 x 8, TF32).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
                                          std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
@@ -31,6 +39,34 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], std::uint32_t a0, std::u
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 #endif
+}
+
+/// d += A B for one k8 step in 3xTF32: a0..a3 are the split halves of the fragment registers of A (rows
+/// g and g + 8 at inner indices t and t + 4), bh and bl the TF32 halves of B's two registers. The dropped
+/// a_lo * b_lo is below float round-off; the small products go first.
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair& a0, const Tf32Pair& a1, const Tf32Pair& a2,
+                                           const Tf32Pair& a3, std::uint32_t bh0, std::uint32_t bh1,
+                                           std::uint32_t bl0, std::uint32_t bl1) {
+  mma_tf32(d, a0.lo, a1.lo, a2.lo, a3.lo, bh0, bh1);
+  mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bl0, bl1);
+  mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bh0, bh1);
+}
+
+/// d = A B over one k-group of 16 inner elements (two k8 steps) in 3xTF32, in a fresh accumulator: the
+/// tensor cores add by truncation, so callers add d to their running sums with round-to-nearest adds.
+/// ag and ag8 hold the split halves of this lane's 4 elements of rows g and g + 8, bh and bl the TF32
+/// halves of its 4 elements of B's column g; element e is inner index t (e even) or t + 4 (e odd) of k8
+/// step e / 2, the same order for A and B.
+__device__ __forceinline__ void k_group_3xtf32(float (&d)[4], const Tf32Pair (&ag)[4], const Tf32Pair (&ag8)[4],
+                                               const float4& bh, const float4& bl) {
+  const std::uint32_t h[4] = {__float_as_uint(bh.x), __float_as_uint(bh.y), __float_as_uint(bh.z), __float_as_uint(bh.w)};
+  const std::uint32_t l[4] = {__float_as_uint(bl.x), __float_as_uint(bl.y), __float_as_uint(bl.z), __float_as_uint(bl.w)};
+  d[0] = d[1] = d[2] = d[3] = 0.f;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const int e0 = 2 * s, e1 = 2 * s + 1;
+    mma_3xtf32(d, ag[e0], ag8[e0], ag[e1], ag8[e1], h[e0], h[e1], l[e0], l[e1]);
+  }
 }
 
 /// d += A (8 x 4) * B (4 x 8), double.

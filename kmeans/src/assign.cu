@@ -105,26 +105,33 @@ __device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t
 /// one per point: 16 counters hit by 262144 points serialise otherwise).
 constexpr int kSharedCounts = 8192;
 
+/// Per-block counts in shared memory (when k <= kSharedCounts): zeroed, then added to the global ones.
+__device__ __forceinline__ void zero_block_counts(int* block_counts, std::int64_t k) {
+  if (k <= kSharedCounts)
+    for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) block_counts[j] = 0;
+  __syncthreads();
+}
+__device__ __forceinline__ void flush_block_counts(const int* block_counts, std::int64_t k, int* counts) {
+  if (k > kSharedCounts) return;
+  __syncthreads();
+  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x)
+    if (block_counts[j] != 0) atomicAdd(counts + j, block_counts[j]);
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ g, std::int64_t rows, std::int64_t k,
                                                           const T* __restrict__ xnorm, const T* __restrict__ cnorm,
                                                           std::int32_t* __restrict__ labels, T* __restrict__ mindist,
                                                           int* __restrict__ counts) {
   extern __shared__ int block_counts[];  // k of them when k <= kSharedCounts
-  const bool shared_counts = k <= kSharedCounts;
-  if (shared_counts)
-    for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) block_counts[j] = 0;
-  __syncthreads();
+  zero_block_counts(block_counts, k);
   const int lane = threadIdx.x % 32;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
        row += warps) {
-    argmin_row(g, row, k, xnorm, cnorm, labels, mindist, shared_counts ? block_counts : counts, lane);
+    argmin_row(g, row, k, xnorm, cnorm, labels, mindist, k <= kSharedCounts ? block_counts : counts, lane);
   }
-  if (!shared_counts) return;
-  __syncthreads();
-  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x)
-    if (block_counts[j] != 0) atomicAdd(counts + j, block_counts[j]);
+  flush_block_counts(block_counts, k, counts);
 }
 
 /// Few centroids: one thread per point reads its k cross terms itself (no shuffles, no idle lanes).
@@ -168,17 +175,11 @@ __global__ void __launch_bounds__(kThreads) count_labels_kernel(const std::int32
                                                                 std::int64_t n, std::int64_t k,
                                                                 int* __restrict__ counts) {
   extern __shared__ int block_counts[];  // k of them when k <= kSharedCounts
-  const bool shared_counts = k <= kSharedCounts;
-  if (shared_counts)
-    for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x) block_counts[j] = 0;
-  __syncthreads();
+  zero_block_counts(block_counts, k);
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    atomicAdd((shared_counts ? block_counts : counts) + labels[i], 1);
-  if (!shared_counts) return;
-  __syncthreads();
-  for (std::int64_t j = threadIdx.x; j < k; j += blockDim.x)
-    if (block_counts[j] != 0) atomicAdd(counts + j, block_counts[j]);
+    atomicAdd((k <= kSharedCounts ? block_counts : counts) + labels[i], 1);
+  flush_block_counts(block_counts, k, counts);
 }
 
 constexpr int kSumThreads = 1024;

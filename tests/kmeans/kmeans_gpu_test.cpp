@@ -73,7 +73,8 @@ TEST_F(KmeansGpu, RecoversBlobsOnEveryBackendDouble) {
 /// From the same initial centroids the GPU gives the reference's labels, and centroids and inertia
 /// within a norm-wise tolerance, on shapes that are not multiples of any block size.
 template <class T>
-void matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo backend, double tolerance) {
+Result<T> matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo backend, double tolerance,
+                            bool column_copy = true) {
   Context& ctx = shared_context();
   DeviceBuffer<T> x(static_cast<std::size_t>(n * d));
   make_blobs<T>(ctx, x.data(), n, d, k, 11, 1.5, 4.0);  // overlapping enough that points move
@@ -84,6 +85,7 @@ void matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo backend
   p.tol = 0;
   p.init = Init::given;
   p.backend = backend;
+  p.column_copy = column_copy;
   const std::vector<T> init = first_points(host, k, d);
   const Result<T> gpu = fit<T>(ctx, x.data(), n, d, p, init);
   const Result<T> cpu = reference_fit<T>(host, n, d, p, init);
@@ -96,6 +98,7 @@ void matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo backend
   double norms = 0;
   for (const T v : host) norms += double(v) * double(v);
   EXPECT_NEAR(cpu.inertia, gpu.inertia, tolerance * (cpu.inertia + norms)) << where;
+  return gpu;
 }
 
 TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
@@ -110,29 +113,9 @@ TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
 /// Enough points for the column-major copy of X: the distances read it (or not, when asked), and the
 /// labels are the reference's either way.
 TEST_F(KmeansGpu, ColumnCopyGivesTheReferenceLabels) {
-  Context& ctx = shared_context();
-  const std::int64_t n = 70001, d = 9;
-  const int k = 5;
-  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
-  make_blobs<float>(ctx, x.data(), n, d, k, 13, 1.5, 4.0);
-  const std::vector<float> host = x.to_host();
-  Params p;
-  p.k = k;
-  p.max_iter = 4;
-  p.tol = 0;
-  p.init = Init::given;
-  p.backend = gemm::Algo::tsm2;
-  const std::vector<float> init = first_points(host, k, d);
-  const Result<float> cpu = reference_fit<float>(host, n, d, p, init);
-  for (const bool copy : {true, false}) {
-    p.column_copy = copy;
-    const Result<float> gpu = fit<float>(ctx, x.data(), n, d, p, init);
-    EXPECT_EQ(copy, gpu.column_copy);
-    EXPECT_EQ(cpu.labels, gpu.labels) << "column copy " << copy;
-    EXPECT_LE(relative_difference(gpu.centroids, cpu.centroids), 1e-5) << "column copy " << copy;
-  }
-  p.column_copy = true;
-  EXPECT_FALSE(fit<float>(ctx, x.data(), 1000, d, p, init).column_copy) << "too few points for the copy";
+  for (const bool copy : {true, false})
+    EXPECT_EQ(copy, matches_reference<float>(70001, 9, 5, gemm::Algo::tsm2, 1e-5, copy).column_copy);
+  EXPECT_FALSE(matches_reference<float>(1000, 9, 5, gemm::Algo::tsm2, 1e-5).column_copy) << "too few points";
 }
 
 /// Many clusters in float: automatic takes the fused nearest kernel (when rows are 16-byte aligned),

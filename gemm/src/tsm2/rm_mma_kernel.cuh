@@ -104,23 +104,12 @@ template <int NT>
 __device__ __forceinline__ void mma_k_group(float (&acc)[2][NT][2], const float4 (&a)[2], const float4 (&bhi)[NT],
                                             const float4 (&blo)[NT]) {
   Tf32Pair lo[4], hi[4];  // rows g and g + 8
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    lo[e] = split_tf32(elem<float>(a[0], e));
-    hi[e] = split_tf32(elem<float>(a[1], e));
-  }
+  split_tf32(a[0], lo);
+  split_tf32(a[1], hi);
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    float d[4] = {0.f, 0.f, 0.f, 0.f};  // fresh: the tensor cores' truncating adds stay short
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int e0 = 2 * h, e1 = 2 * h + 1;
-      const std::uint32_t bh0 = __float_as_uint(elem<float>(bhi[n], e0)), bh1 = __float_as_uint(elem<float>(bhi[n], e1));
-      const std::uint32_t bl0 = __float_as_uint(elem<float>(blo[n], e0)), bl1 = __float_as_uint(elem<float>(blo[n], e1));
-      mma_tf32(d, lo[e0].lo, hi[e0].lo, lo[e1].lo, hi[e1].lo, bh0, bh1);
-      mma_tf32(d, lo[e0].hi, hi[e0].hi, lo[e1].hi, hi[e1].hi, bl0, bl1);
-      mma_tf32(d, lo[e0].hi, hi[e0].hi, lo[e1].hi, hi[e1].hi, bh0, bh1);
-    }
+    float d[4];
+    k_group_3xtf32(d, lo, hi, bhi[n], blo[n]);
     acc[0][n][0] += d[0];
     acc[0][n][1] += d[1];
     acc[1][n][0] += d[2];
