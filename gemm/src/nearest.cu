@@ -323,7 +323,8 @@ void nearest(Context& ctx, const NearestArguments& a) {
            static_cast<int>(tiles_per_split)};
   SKINNY_CUDA_TRY(
       cudaFuncSetAttribute(nearest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
-  nearest_kernel<<<dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(split)), kThreads, kSmemBytes, stream>>>(p);
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(split));
+  nearest_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
   SKINNY_CHECK_LAUNCH();
   const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
   finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.n, a.labels, a.sq_distances);

@@ -59,8 +59,10 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair& a0, co
 /// step e / 2, the same order for A and B.
 __device__ __forceinline__ void k_group_3xtf32(float (&d)[4], const Tf32Pair (&ag)[4], const Tf32Pair (&ag8)[4],
                                                const float4& bh, const float4& bl) {
-  const std::uint32_t h[4] = {__float_as_uint(bh.x), __float_as_uint(bh.y), __float_as_uint(bh.z), __float_as_uint(bh.w)};
-  const std::uint32_t l[4] = {__float_as_uint(bl.x), __float_as_uint(bl.y), __float_as_uint(bl.z), __float_as_uint(bl.w)};
+  const std::uint32_t h[4] = {__float_as_uint(bh.x), __float_as_uint(bh.y), __float_as_uint(bh.z),
+                              __float_as_uint(bh.w)};
+  const std::uint32_t l[4] = {__float_as_uint(bl.x), __float_as_uint(bl.y), __float_as_uint(bl.z),
+                              __float_as_uint(bl.w)};
   d[0] = d[1] = d[2] = d[3] = 0.f;
 #pragma unroll
   for (int s = 0; s < 2; ++s) {

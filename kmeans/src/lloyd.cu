@@ -4,9 +4,9 @@
 
 #include <skinny/gemm/cuda_event.hpp>
 #include <skinny/gemm/device_buffer.hpp>
-#include <skinny/gemm/pinned_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/nearest.hpp>
+#include <skinny/gemm/pinned_buffer.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -104,9 +104,10 @@ bool fits_in_free_memory(std::size_t bytes) {
 }
 
 /// The assignment step: either the fused kernel over all points, or, over chunks of rows, cross terms
-/// through the gemm backend (on X, or on its column-major copy xt when set) and then the argmin. Records an event before each GEMM and each argmin
-/// (events[2i], events[2i + 1]) and one at the end; the fused kernel counts as the GEMM (its argmin is
-/// inside) and the cluster counts after it as the argmin.
+/// through the gemm backend (on X, or on its column-major copy xt when set) and then the argmin.
+/// Records an event before each GEMM and each argmin (events[2i], events[2i + 1]) and one at the end;
+/// the fused kernel counts as the GEMM (its argmin is inside) and the cluster counts after it as the
+/// argmin.
 template <class T>
 struct Assigner {
   Context& ctx;

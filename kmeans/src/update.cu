@@ -183,13 +183,12 @@ int bits_for(std::int64_t k) {
   return bits;
 }
 
-}  // namespace
-
 /// Shared memory of stream_sums_kernel: k x (columns per block) doubles.
-template <class T>
 std::size_t stream_smem(std::int64_t k, int vec) {
   return static_cast<std::size_t>(k) * static_cast<std::size_t>(vec) * kThreads * sizeof(double);
 }
+
+}  // namespace
 
 template <class T>
 Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) : n_(n), d_(d), k_(k) {
@@ -208,7 +207,7 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
     // Row ranges: enough blocks for one full wave of resident blocks (shared memory bounds them). Each
     // range writes k x d partial sums; where that would exceed kMaxPartialFraction of X (few points),
     // the sorted path is used instead.
-    const std::size_t smem = stream_smem<T>(k, vec_);
+    const std::size_t smem = stream_smem(k, vec_);
     const void* fn = vec_ > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, 16 / sizeof(T)>)
                               : reinterpret_cast<const void*>(&stream_sums_kernel<T, 1>);
     SKINNY_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -241,12 +240,13 @@ void Updater<T>::stream_sums(const T* x, const std::int32_t* labels, cudaStream_
   const std::int64_t rows_per_range = (n_ + ranges_ - 1) / ranges_;
   const std::int64_t ranges = (n_ + rows_per_range - 1) / rows_per_range;
   const dim3 grid(static_cast<unsigned>(ranges), static_cast<unsigned>((d_ / vec_ + kThreads - 1) / kThreads));
-  const std::size_t smem = stream_smem<T>(k_, vec_);
+  const std::size_t smem = stream_smem(k_, vec_);
   if (vec_ > 1)
     stream_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, smem, stream>>>(x, n_, d_, labels, k_, rows_per_range,
                                                                              piece_sums_.data());
   else
-    stream_sums_kernel<T, 1><<<grid, kThreads, smem, stream>>>(x, n_, d_, labels, k_, rows_per_range, piece_sums_.data());
+    stream_sums_kernel<T, 1><<<grid, kThreads, smem, stream>>>(x, n_, d_, labels, k_, rows_per_range,
+                                                               piece_sums_.data());
   SKINNY_CHECK_LAUNCH();
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((k_ * d_ + 255) / 256, 4LL * sms_));
   add_ranges_kernel<<<blocks, 256, 0, stream>>>(piece_sums_.data(), ranges, k_, d_, cluster_sums_.data());

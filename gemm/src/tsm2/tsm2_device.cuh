@@ -1,6 +1,6 @@
 // Device pieces the fast TSM2 kernels share (tsm2.cu, rm_mma_kernel.cuh): vector types, cp.async
 // copies into shared memory, the kernel arguments, the alpha/beta store and the B-tile fill.
-// Included only by tsm2.cu.
+// Included by tsm2.cu and, for the cp.async helpers, by nearest.cu.
 #pragma once
 
 #include <cstdint>

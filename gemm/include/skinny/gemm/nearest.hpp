@@ -29,8 +29,8 @@ struct NearestArguments {
 };
 
 /// Whether nearest() can run these arguments on ctx's device, and if not, why: pointers non-null,
-/// n, d, k >= 1, k < 2^31, leading dimensions >= d and multiples of 4, x and c 16-byte aligned
-/// (rows are read with 16-byte copies), compute capability >= 8.0 (TF32 tensor cores).
+/// n, d, k >= 1, k < 2^31, leading dimensions >= d, ldx a multiple of 4 and x 16-byte aligned (the
+/// points are read with 16-byte copies), compute capability >= 8.0 (TF32 tensor cores).
 Support nearest_can_implement(const Context& ctx, const NearestArguments& args);
 
 /// Queues the labels and distances on ctx.stream() (scratch from ctx.workspace()). Deterministic:
