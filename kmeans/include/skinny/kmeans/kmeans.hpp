@@ -1,5 +1,6 @@
 // Lloyd K-means on the GPU with the distance trick ||x||^2 + ||c||^2 - 2 x.c, the cross term through the
-// gemm library's backend (cuBLAS or ours), deterministic from the seed.
+// gemm library's backend (cuBLAS or ours), deterministic from the seed (within a process; across
+// processes when TSM2's timed plan choice is fixed with SKINNY_TSM2_NO_TRIAL=1, see README).
 //
 //   skinny::Context ctx(stream);
 //   skinny::kmeans::Params p;  p.k = 16;  p.backend = skinny::gemm::Algo::tsm2;
