@@ -264,7 +264,7 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, std::
   }
 }
 
-std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+std::int64_t round_up(std::int64_t v, std::int64_t m) { return ceil_div(v, m) * m; }
 
 }  // namespace
 }  // namespace detail
@@ -285,6 +285,8 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (ldx % 4 != 0 || reinterpret_cast<std::uintptr_t>(a.x) % 16 != 0)
     return Support::no("nearest: points are read with 16-byte copies: ldx = " + to_string(ldx) +
                        " must be a multiple of 4 and x 16-byte aligned");
+  if (detail::ceil_div(a.n, detail::BM) > INT_MAX)
+    return Support::no("nearest: n = " + to_string(a.n) + " points need more than 2^31 - 1 blocks");
   if (ctx.properties().major < 8)
     return Support::no("nearest: needs TF32 tensor cores (compute capability >= 8.0, this device has " +
                        to_string(ctx.properties().major) + "." + to_string(ctx.properties().minor) + ")");
@@ -295,6 +297,7 @@ void nearest(Context& ctx, const NearestArguments& a) {
   using namespace detail;
   if (const Support s = nearest_can_implement(ctx, a); !s) throw std::invalid_argument(s.reason);
   const cudaStream_t stream = ctx.stream();
+  const std::int64_t ldx = a.ldx ? a.ldx : a.d, ldc = a.ldc ? a.ldc : a.d;
   const std::int64_t ldi = round_up(a.d, 4);
   const std::int64_t keys_bytes = round_up(a.n * static_cast<std::int64_t>(sizeof(unsigned long long)), 256);
   const std::int64_t half_elems = round_up(a.k * ldi, 64);
@@ -306,7 +309,7 @@ void nearest(Context& ctx, const NearestArguments& a) {
   const int sms = ctx.properties().multiProcessorCount;
 
   const unsigned split_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k * ldi, 256), 4LL * sms));
-  centre_halves_kernel<<<split_blocks, 256, 0, stream>>>(a.c, a.ldc ? a.ldc : a.d, a.k, a.d, ldi, c_hi, c_lo);
+  centre_halves_kernel<<<split_blocks, 256, 0, stream>>>(a.c, ldc, a.k, a.d, ldi, c_hi, c_lo);
   SKINNY_CHECK_LAUNCH();
   SKINNY_CUDA_TRY(cudaMemsetAsync(keys, 0xff, static_cast<std::size_t>(a.n) * sizeof(unsigned long long), stream));
 
@@ -317,9 +320,8 @@ void nearest(Context& ctx, const NearestArguments& a) {
   std::int64_t split = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, ceil_div(want, blocks_x)), 65535});
   const std::int64_t tiles_per_split = ceil_div(tiles, split);
   split = ceil_div(tiles, tiles_per_split);
-  if (blocks_x > INT_MAX) throw std::invalid_argument("nearest: n = " + std::to_string(a.n) + " needs too many blocks");
 
-  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, c_hi, c_lo, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
+  Params p{a.x, ldx, a.n, a.d, c_hi, c_lo, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
            static_cast<int>(tiles_per_split)};
   SKINNY_CUDA_TRY(
       cudaFuncSetAttribute(nearest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));

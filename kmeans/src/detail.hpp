@@ -41,6 +41,23 @@ constexpr int kSumScratch = 257;
 template <class T>
 void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream);
 
+/// A sum_into whose result comes back through pinned memory, so the host need not wait for it now:
+/// queue() on a stream, value() once that stream has been synchronised.
+class AsyncSum {
+ public:
+  AsyncSum() : scratch_(kSumScratch), host_(1) {}
+  template <class T>
+  void queue(const T* values, std::int64_t count, cudaStream_t stream) {
+    sum_into(values, count, scratch_.data(), stream);
+    host_.copy_from_device_async(scratch_.data(), stream);
+  }
+  double value() const { return host_[0]; }
+
+ private:
+  DeviceBuffer<double> scratch_;
+  PinnedBuffer<double> host_;
+};
+
 /// Sum of `count` values in double (deterministic).
 template <class T>
 double sum(const T* values, std::int64_t count, cudaStream_t stream);
@@ -85,7 +102,7 @@ class Updater {
  private:
   /// Streamed row ranges into cluster_sums_ (few clusters).
   void stream_sums(const T* x, const std::int32_t* labels, cudaStream_t stream);
-  /// Queues new_c = cluster_sums_ / counts (old_c where a count is 0) and the shift into shift_host_.
+  /// Queues new_c = cluster_sums_ / counts (old_c where a count is 0) and the shift into shift_.
   void means_and_shift(const int* counts, const T* old_c, T* new_c, cudaStream_t stream);
   /// Sorted, gathered pieces into cluster_sums_ (any k).
   void sorted_sums(const T* x, const std::int32_t* labels, const std::vector<int>& counts, cudaStream_t stream);
@@ -102,8 +119,7 @@ class Updater {
   DeviceBuffer<double> piece_sums_;    ///< [pieces][d] (sorted) or [ranges][k][d] (streamed)
   DeviceBuffer<double> cluster_sums_;  ///< [k][d]
   DeviceBuffer<double> shift_parts_;   ///< [k][d]
-  DeviceBuffer<double> shift_;         ///< the shift in [0], sum_into's scratch after it
-  PinnedBuffer<double> shift_host_;    ///< the shift, copied back asynchronously
+  AsyncSum shift_;                     ///< sum of shift_parts_
   DeviceBuffer<std::int64_t> pieces_;       ///< per piece: start, length (into perm), cluster
   DeviceBuffer<std::int64_t> piece_begin_;  ///< [k + 1] first piece of each cluster
   DeviceBuffer<int> counts_;                ///< the counts after empty-cluster moves

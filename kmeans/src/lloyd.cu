@@ -6,7 +6,6 @@
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/nearest.hpp>
-#include <skinny/gemm/pinned_buffer.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -194,8 +193,7 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
   Assigner<T> assign(ctx, x, n, d, k, params.backend);
   detail::Updater<T> updater(n, d, k);
 
-  DeviceBuffer<double> inertia_dev(detail::kSumScratch);
-  PinnedBuffer<double> inertia_host(1);
+  detail::AsyncSum inertia_sum;
   DeviceBuffer<T> xt;  // X column-major, when Params::column_copy applies
   const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
   if (params.column_copy && !assign.fused && n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
@@ -226,13 +224,12 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
     detail::row_sq_norms(c.data(), k, d, cnorm.data(), stream);
     assign.run(c.data(), xnorm.data(), cnorm.data(), labels.data(), mindist.data(), counts.data());
     // The inertia comes back with the update, which waits for the stream anyway.
-    detail::sum_into(mindist.data(), n, inertia_dev.data(), stream);
-    inertia_host.copy_from_device_async(inertia_dev.data(), stream);
+    inertia_sum.queue(mindist.data(), n, stream);
     update_start.record(stream);
     const double shift =
         updater.update(x, labels.data(), mindist.data(), counts.data(), c.data(), c_next.data(), stream);
     stop.record(stream);
-    const double inertia = inertia_host[0];
+    const double inertia = inertia_sum.value();
     std::swap(c, c_next);
     const auto [gemm_ms, argmin_ms] = assign.phase_ms();
     const double iteration_ms = stop.ms_since(start);

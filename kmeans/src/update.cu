@@ -198,8 +198,6 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
   shift_parts_ = device_array<double>(k * d);
   counts_ = device_array<int>(k);
   counts_host_ = PinnedBuffer<int>(static_cast<std::size_t>(k));
-  shift_ = device_array<double>(kSumScratch);
-  shift_host_ = PinnedBuffer<double>(1);
   int device = 0;
   SKINNY_CUDA_TRY(cudaGetDevice(&device));
   SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
@@ -300,7 +298,7 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
     stream_sums(x, labels, stream);
     means_and_shift(counts_dev, old_c, new_c, stream);
     SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (std::find(counts_host_.data(), counts_host_.data() + k_, 0) == counts_host_.data() + k_) return shift_host_[0];
+    if (std::find(counts_host_.data(), counts_host_.data() + k_, 0) == counts_host_.data() + k_) return shift_.value();
   } else {
     SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
   }
@@ -340,7 +338,7 @@ double Updater<T>::update(const T* x, std::int32_t* labels, const T* mindist, co
   SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_.data(), counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
   means_and_shift(counts_.data(), old_c, new_c, stream);
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-  return shift_host_[0];
+  return shift_.value();
 }
 
 template <class T>
@@ -349,8 +347,7 @@ void Updater<T>::means_and_shift(const int* counts, const T* old_c, T* new_c, cu
   means_kernel<T><<<grid_kd, 256, 0, stream>>>(cluster_sums_.data(), counts, old_c, d_, new_c, shift_parts_.data());
   SKINNY_CHECK_LAUNCH();
   // A reduction of our own: thrust's allocates (and frees) scratch memory on every call.
-  sum_into(shift_parts_.data(), k_ * d_, shift_.data(), stream);
-  shift_host_.copy_from_device_async(shift_.data(), stream);
+  shift_.queue(shift_parts_.data(), k_ * d_, stream);
 }
 
 template class Updater<float>;
