@@ -147,7 +147,8 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
   const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
   const std::int64_t wrow = rg * Cfg::rows_per_block(t1) + static_cast<std::int64_t>(warp) * Cfg::ROWS_PER_WARP;
   const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
-  const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const int split = rotated_split(g.split, rg);
+  const std::int64_t p_begin = static_cast<std::int64_t>(split) * g.chunk;
   const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
   const std::int64_t nsteps = (p_end - p_begin + STEP - 1) / STEP;
 
@@ -246,7 +247,7 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
         if (g.split == 1)
           store_c(g, i, j, acc[s][n][c]);
         else
-          g.ws[(static_cast<std::int64_t>(blockIdx.y) * g.rows + i) * g.cols + j] = acc[s][n][c];
+          g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j] = acc[s][n][c];
       }
   }
 }

@@ -30,11 +30,13 @@
 #include "../kernels/common.cuh"
 #include "../kernels/launchers.hpp"
 #include "rm_mma_kernel.cuh"
+#include "rm_stream_kernel.cuh"
 #include "tall_skinny.hpp"
 #include "tsm2_device.cuh"
 #include "tsm2_plan.hpp"
 
 #include <skinny/gemm/cuda_event.hpp>
+#include <skinny/gemm/programmatic_launch.hpp>
 
 #include <skinny/gemm/tsm2_model.hpp>
 
@@ -229,7 +231,8 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
   const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
   const std::int64_t rb = rg * Cfg::rows_per_block(t1) + static_cast<std::int64_t>(set) * R;
   const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
-  const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const int split = rotated_split(g.split, rg);
+  const std::int64_t p_begin = static_cast<std::int64_t>(split) * g.chunk;
   const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
   const std::int64_t nsteps = (p_end - p_begin + STEP - 1) / STEP;
   const std::int64_t lda = g.lda;
@@ -314,7 +317,7 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
       if (g.split == 1)
         store_c(g, i, j0 + j, acc[r][j]);
       else
-        g.ws[(static_cast<std::int64_t>(blockIdx.y) * g.rows + i) * g.cols + j0 + j] = acc[r][j];
+        g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j0 + j] = acc[r][j];
     }
   }
 }
@@ -324,9 +327,7 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
 
 template <class T>
 __global__ void __launch_bounds__(256) tsm2_reduce_kernel(const Args<T> g) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partial sums of the previous grid
-#endif
+  wait_for_previous_grid();  // the partial sums of the main kernel
   const std::int64_t total = g.rows * g.cols;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
@@ -347,12 +348,14 @@ struct KernelInfo {
   int t2 = 0, vec = 1;
   bool row_major = false;
   bool tensor_cores = false;
+  bool streaming = false;  ///< the row-at-a-time kernel for few columns (rm_stream_kernel.cuh)
   /// Tensor-core kernel: elements of the B image it reads (tsm2_b_image_kernel, launched first).
   std::int64_t (*b_image)(std::int64_t inner, int passes) = nullptr;
   const void* b_image_fn = nullptr;
   int loads_in_flight = 0;             ///< per thread
   int bytes_in_flight_per_thread = 0;  ///< A bytes per thread in flight
   int kc = 0;                          ///< B chunk: the split granularity along inner
+  int max_chunk = 0;                   ///< most inner elements one split may cover (0: no limit)
   std::size_t (*smem)(int t1) = nullptr;
   int (*rows_per_block)(int t1) = nullptr;
 };
@@ -399,17 +402,46 @@ KernelInfo info_mma() {
   return k;
 }
 
+/// The row-at-a-time row-major kernel (rm_stream_kernel.cuh) with T2 columns per pass: splits in whole
+/// warp steps, each at most the B^T its shared memory holds.
+template <class T, int T2>
+KernelInfo info_stream() {
+  using C = RmStreamCfg<T, T2>;
+  KernelInfo k;
+  k.fn = reinterpret_cast<const void*>(&tsm2_rm_stream_kernel<T, T2>);
+  k.t2 = T2;
+  k.vec = C::VEC;
+  k.row_major = true;
+  k.streaming = true;
+  k.loads_in_flight = C::loads_in_flight();
+  k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
+  k.kc = C::WARP_STEP;
+  k.max_chunk = C::KC;
+  k.smem = &C::smem;
+  k.rows_per_block = &C::rows_per_block;
+  return k;
+}
+
+template <class T>
+KernelInfo pick_stream_kernel(std::int64_t cols) {
+  if (cols <= 2) return info_stream<T, 2>();
+  if (cols <= 4) return info_stream<T, 4>();
+  return info_stream<T, 8>();
+}
+constexpr std::int64_t kMaxStreamCols = 8;
+
 /// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
 ///   SKINNY_TSM2_T1=n          only this t1 (no trial)
 ///   SKINNY_TSM2_SPLIT=n       this split of the inner dimension (rounded to whole B chunks)
 ///   SKINNY_TSM2_PARTIAL_CAP=f cap on partial-sum traffic as a fraction of bytes(A)
 ///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
-///   SKINNY_TSM2_RM_KERNEL=k   row-major A on the tensor cores only (mma) or the FFMA kernel only (ffma)
+///   SKINNY_TSM2_RM_KERNEL=k   row-major A on one kernel only: the tensor cores (mma), the FFMA kernel
+///                             (ffma) or, for <= 8 columns, the row-at-a-time kernel (stream)
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
-  std::string rm_kernel;  ///< "", "mma" or "ffma"
+  std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
   bool verbose = false;
 };
 const Tuning& tuning() {
@@ -527,6 +559,7 @@ Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts&
   p.vec = k.vec;
   p.a_row_major = k.row_major;
   p.tensor_cores = k.tensor_cores;
+  p.streaming = k.streaming;
   p.rows_per_block = k.rows_per_block(t1);
   p.passes = static_cast<int>(ceil_div(s.cols, k.t2));
   p.blocks_per_sm = occ;
@@ -547,19 +580,21 @@ Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts&
   const double cap_fraction = tuning().partial_cap > 0 ? tuning().partial_cap : kMaxPartialFraction;
   const auto traffic_cap = static_cast<std::int64_t>(cap_fraction * a_bytes / partial_per_split);
   const std::int64_t inner = std::max<std::int64_t>(s.inner, 1);
-  const std::int64_t max_split = std::min({std::max<std::int64_t>(1, traffic_cap), ceil_div(inner, k.kc),
-                                           static_cast<std::int64_t>(kMaxSplit)});
+  const std::int64_t min_split = k.max_chunk > 0 ? ceil_div(inner, k.max_chunk) : 1;
+  const std::int64_t max_split = std::max(min_split, std::min({std::max<std::int64_t>(1, traffic_cap),
+                                                               ceil_div(inner, k.kc),
+                                                               static_cast<std::int64_t>(kMaxSplit)}));
   auto chunk_for = [&](std::int64_t split) { return ceil_div(ceil_div(inner, split), k.kc) * k.kc; };
   auto wave_fill = [&](std::int64_t split) {
     const double blocks = static_cast<double>(blocks_per_split * ceil_div(inner, chunk_for(split)));
     return blocks / (std::ceil(blocks / static_cast<double>(capacity)) * static_cast<double>(capacity));
   };
-  std::int64_t split = 1;
-  for (std::int64_t c = 1; c <= max_split; ++c) {
+  std::int64_t split = min_split;
+  for (std::int64_t c = min_split; c <= max_split; ++c) {
     if (wave_fill(c) > wave_fill(split) + 1e-9) split = c;
     if (wave_fill(split) >= 0.95) break;
   }
-  if (tuning().split > 0) split = std::min<std::int64_t>(tuning().split, ceil_div(inner, k.kc));
+  if (tuning().split > 0) split = std::max(min_split, std::min<std::int64_t>(tuning().split, ceil_div(inner, k.kc)));
   // Whole B chunks per split; recount the splits that covers.
   const std::int64_t chunk = chunk_for(split);
   split = ceil_div(inner, chunk);
@@ -579,8 +614,16 @@ std::vector<int> t1_candidates(bool row_major) {
 }
 
 using PlanKey = std::tuple<int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t>;
-std::map<PlanKey, Tsm2Plan>& plan_cache() {
-  static std::map<PlanKey, Tsm2Plan> cache;
+
+/// A shape's plan and the kernel it runs, kept after the first call: a cached call goes straight to
+/// the launch (the planning queries the occupancy of every candidate, which cost ~15 us of host time
+/// per call, all of it inside the call's measured time on 100 MB problems).
+struct ChosenPlan {
+  Tsm2Plan plan;
+  KernelInfo kernel;
+};
+std::map<PlanKey, ChosenPlan>& plan_cache() {
+  static std::map<PlanKey, ChosenPlan> cache;
   return cache;
 }
 
@@ -597,13 +640,25 @@ bool can_vectorize(const TallSkinny<T>& t) {
 }
 
 template <class T>
+PlanKey key_of(const TallSkinny<T>& t, const Context& ctx) {
+  return PlanKey{ctx.device(), static_cast<int>(sizeof(T)), t.a_layout == Layout::row_major, can_vectorize(t),
+                 t.rows, t.inner, t.cols};
+}
+
+/// The cached choice for this key, if the shape was launched before.
+bool find_cached(const PlanKey& key, ChosenPlan& out) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = plan_cache().find(key);
+  if (it == plan_cache().end()) return false;
+  out = it->second;
+  return true;
+}
+
+template <class T>
 struct Prepared {
   TallSkinny<T> t;
   Shape shape;
-  KernelInfo kernel;  ///< the FFMA kernel for the layout
-  KernelInfo mma;     ///< the tensor-core kernel (row-major A on the 16-byte path), else fn == nullptr
-  std::vector<Tsm2Plan> candidates;
-  const KernelInfo& kernel_of(const Tsm2Plan& p) const { return p.tensor_cores ? mma : kernel; }
+  std::vector<ChosenPlan> candidates;  ///< in trial order; the first is the no-trial choice
   PlanKey key;
   int model_t2 = 0, model_t3 = 0;
 };
@@ -616,7 +671,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   const bool rm = t.a_layout == Layout::row_major;
   const bool vec = can_vectorize(t);
   pr.shape = Shape{t.rows, t.inner, t.cols, static_cast<int>(sizeof(T)), rm, vec};
-  pr.key = PlanKey{ctx.device(), static_cast<int>(sizeof(T)), rm, vec, t.rows, t.inner, t.cols};
+  pr.key = key_of(t, ctx);
   const DeviceFacts& dev = device_facts(ctx);
 
   // The model's t2 (columns per pass) mapped up to the instantiated set; its t3 is reported only: the
@@ -633,25 +688,35 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     }
   }
   if (tuning().max_t2 > 0) t2 = std::min(t2, tuning().max_t2);
-  pr.kernel = pick_kernel<T>(rm, vec, t2);
-  if (rm && vec && dev.tensor_cores && tuning().rm_kernel != "ffma")
-    pr.mma = pick_mma_kernel<T>(tuning().max_t2 > 0 ? std::min<std::int64_t>(t.cols, tuning().max_t2) : t.cols);
-  // Row-major A: the trial times both kernels. Measured on the H100, the tensor cores win in double
-  // (K-means shape 96 % against 82 %) and in float up to k = 8; in float at k = 16 the 3xTF32 work
-  // makes them slower than the FFMA kernel on some shapes. Without a trial the first candidate runs:
-  // the tensor cores in double, the FFMA kernel in float (no B image to build for small problems).
-  std::vector<const KernelInfo*> kernels{&pr.kernel};
-  if (pr.mma.fn && tuning().rm_kernel == "mma")
-    kernels = {&pr.mma};
-  else if (pr.mma.fn)
-    kernels.insert(sizeof(T) == 8 ? kernels.begin() : kernels.end(), &pr.mma);
-  for (const KernelInfo* k : kernels)
+  // Row-major A has up to three kernels and the trial times them all. Measured on the H100, the tensor
+  // cores win in double (K-means shape 96 % against 82 %) and in float up to k = 8; in float at k = 16
+  // the 3xTF32 work makes them slower than the FFMA kernel on some shapes; with <= 8 columns the
+  // row-at-a-time kernel reads A in longer runs. Without a trial the first candidate runs: the tensor
+  // cores in double, the FFMA kernel in float (no B image to build for small problems).
+  std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
+  const std::string& only = tuning().rm_kernel;
+  if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
+    const KernelInfo mma =
+        pick_mma_kernel<T>(tuning().max_t2 > 0 ? std::min<std::int64_t>(t.cols, tuning().max_t2) : t.cols);
+    if (only == "mma")
+      kernels = {mma};
+    else
+      kernels.insert(sizeof(T) == 8 ? kernels.begin() : kernels.end(), mma);
+  }
+  if (rm && vec && t.cols <= kMaxStreamCols && only != "ffma" && only != "mma") {
+    const KernelInfo stream = pick_stream_kernel<T>(t.cols);
+    if (only == "stream")
+      kernels = {stream};
+    else
+      kernels.push_back(stream);
+  }
+  for (const KernelInfo& k : kernels)
     for (int t1 : t1_candidates(rm)) {
-      Tsm2Plan p = plan_at(*k, t1, pr.shape, dev);
+      Tsm2Plan p = plan_at(k, t1, pr.shape, dev);
       if (p.t1 == 0) continue;
       p.model_t2 = pr.model_t2;
       p.model_t3 = pr.model_t3;
-      pr.candidates.push_back(p);
+      pr.candidates.push_back(ChosenPlan{p, k});
     }
   if (pr.candidates.empty())
     throw std::runtime_error("tsm2: no t1 candidate fits on " + std::string(ctx.properties().name));
@@ -693,21 +758,8 @@ void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, cudaStream_t 
 
   const std::int64_t total = g.rows * g.cols;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(total, 256), 8LL * sms));
-  const void* fn = reinterpret_cast<const void*>(&tsm2_reduce_kernel<T>);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (cudaLaunchKernelExC(&cfg, fn, params) != cudaSuccess) {
-    (void)cudaGetLastError();  // no programmatic dependent launch here: an ordinary launch
-    SKINNY_CUDA_TRY(cudaLaunchKernel(fn, dim3(blocks), dim3(256), params, 0, stream));
-  }
+  launch_after_previous(reinterpret_cast<const void*>(&tsm2_reduce_kernel<T>), dim3(blocks), dim3(256), params,
+                        stream);
 }
 
 template <class T>
@@ -734,7 +786,7 @@ Args<T> make_args(const TallSkinny<T>& t) {
 template <class T>
 std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   std::int64_t ws_elems = 0;
-  for (const auto& c : pr.candidates) ws_elems = std::max(ws_elems, workspace_elems(c, pr.kernel_of(c), pr.t));
+  for (const auto& c : pr.candidates) ws_elems = std::max(ws_elems, workspace_elems(c.plan, c.kernel, pr.t));
   const std::int64_t rc = pr.t.rows * pr.t.cols;
   T* ws = static_cast<T*>(ctx.workspace(static_cast<std::size_t>(ws_elems + rc) * sizeof(T)));
   T* scratch = ws + ws_elems;
@@ -749,11 +801,11 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   std::size_t best = 0;
   float best_ms = 0;
   for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
-    const Tsm2Plan& c = pr.candidates[i];
-    run(c, pr.kernel_of(c), g, ws, stream, sms);  // warm-up
+    const ChosenPlan& c = pr.candidates[i];
+    run(c.plan, c.kernel, g, ws, stream, sms);  // warm-up
     for (int rep = 0; rep < 2; ++rep) {
       start.record(stream);
-      run(c, pr.kernel_of(c), g, ws, stream, sms);
+      run(c.plan, c.kernel, g, ws, stream, sms);
       stop.record(stream);
       const float ms = stop.ms_since(start);
       if ((i == 0 && rep == 0) || ms < best_ms) {
@@ -767,45 +819,41 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
 
 template <class T>
 Tsm2Plan plan_typed(const Problem& prob, Context& ctx) {
+  ChosenPlan cached;
+  if (find_cached(key_of(to_tall_skinny<T>(prob), ctx), cached)) return cached.plan;
+  return prepare<T>(prob, ctx).candidates[0].plan;
+}
+
+/// Plans a shape on its first call: the candidates, the trial among them, the cache entry.
+template <class T>
+ChosenPlan choose_plan(const Problem& prob, Context& ctx) {
   Prepared<T> pr = prepare<T>(prob, ctx);
+  const TallSkinny<T>& t = pr.t;
+  ChosenPlan chosen = pr.candidates[0];
+  const double a_bytes = static_cast<double>(t.rows) * t.inner * sizeof(T);
+  if (pr.candidates.size() > 1 && !trial_disabled() && a_bytes >= kTrialMinBytes) {
+    chosen = pr.candidates[trial(pr, ctx)];
+    chosen.plan.from_trial = true;
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = plan_cache().find(pr.key);
-  return it != plan_cache().end() ? it->second : pr.candidates[0];
+  // A concurrent first call may have won; both keep its choice.
+  const auto [it, inserted] = plan_cache().emplace(pr.key, chosen);
+  if (inserted && tuning().verbose)
+    std::fprintf(stderr, "%lld x %lld x %lld: %s\n", static_cast<long long>(t.rows), static_cast<long long>(t.inner),
+                 static_cast<long long>(t.cols), chosen.plan.describe().c_str());
+  return it->second;
 }
 
 template <class T>
 void launch_typed(const Problem& prob, Context& ctx) {
-  Prepared<T> pr = prepare<T>(prob, ctx);
-  const TallSkinny<T>& t = pr.t;
+  const TallSkinny<T> t = to_tall_skinny<T>(prob);
   if (t.rows == 0 || t.cols == 0) return;
-  Tsm2Plan plan;
-  bool cached = false;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = plan_cache().find(pr.key);
-    if (it != plan_cache().end()) {
-      plan = it->second;
-      cached = true;
-    }
-  }
-  if (!cached) {
-    const double a_bytes = static_cast<double>(t.rows) * t.inner * sizeof(T);
-    if (pr.candidates.size() > 1 && !trial_disabled() && a_bytes >= kTrialMinBytes) {
-      plan = pr.candidates[trial(pr, ctx)];
-      plan.from_trial = true;
-    } else {
-      plan = pr.candidates[0];
-    }
-    std::lock_guard<std::mutex> lock(g_mutex);
-    plan = plan_cache().emplace(pr.key, plan).first->second;  // a concurrent first call may have won
-    if (tuning().verbose)
-      std::fprintf(stderr, "%lld x %lld x %lld: %s\n", static_cast<long long>(t.rows), static_cast<long long>(t.inner),
-                   static_cast<long long>(t.cols), plan.describe().c_str());
-  }
+  ChosenPlan chosen;
+  if (!find_cached(key_of(t, ctx), chosen)) chosen = choose_plan<T>(prob, ctx);
   T* ws = nullptr;
-  if (const std::int64_t elems = workspace_elems(plan, pr.kernel_of(plan), t); elems > 0)
+  if (const std::int64_t elems = workspace_elems(chosen.plan, chosen.kernel, t); elems > 0)
     ws = static_cast<T*>(ctx.workspace(static_cast<std::size_t>(elems) * sizeof(T)));
-  run(plan, pr.kernel_of(plan), make_args(t), ws, ctx.stream(), ctx.properties().multiProcessorCount);
+  run(chosen.plan, chosen.kernel, make_args(t), ws, ctx.stream(), ctx.properties().multiProcessorCount);
 }
 
 }  // namespace
@@ -817,7 +865,8 @@ std::string Tsm2Plan::describe() const {
   std::snprintf(buf, sizeof buf,
                 "tsm2 %s%s t1=%d t2=%d t3=%d split=%d passes=%d rows/block=%d inner/split=%lld grid=%lldx%d "
                 "occ=%d/SM smem=%zuB in-flight=%.2fMB (need %.2fMB) partials=%.2f%% model(t2=%d,t3=%d)%s",
-                a_row_major ? "row-major" : "col-major", tensor_cores ? " mma" : vec > 1 ? " vec" : " scalar", t1, t2, t3, split, passes,
+                a_row_major ? "row-major" : "col-major",
+                tensor_cores ? " mma" : streaming ? " stream" : vec > 1 ? " vec" : " scalar", t1, t2, t3, split, passes,
                 rows_per_block, static_cast<long long>(inner_per_split), static_cast<long long>(grid_x), split,
                 blocks_per_sm, smem_bytes, bytes_in_flight / 1e6, bytes_in_flight_needed / 1e6,
                 partial_fraction * 100, model_t2, model_t3, from_trial ? " trial" : "");

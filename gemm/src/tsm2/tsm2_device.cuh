@@ -71,6 +71,16 @@ struct Args {
   T alpha, beta;
 };
 
+/// The split of the inner dimension (0 .. split - 1) a row-major kernel's block covers. Blocks that run at
+/// the same time are neighbours along x (row groups); with the split given by blockIdx.y alone they
+/// would all read the same columns of rows a fixed pitch apart, which on the H100 held float at 89 % of
+/// the read ceiling for a 20480-column A (80 KB pitch) against 96 % for 30720. Rotating the split by the
+/// row group spreads them over the row. A bijection per row group: every (row group, split) pair is
+/// still covered once, and the partial sums keep their split order.
+__device__ __forceinline__ int rotated_split(int split, std::int64_t row_group) {
+  return static_cast<int>((blockIdx.y + row_group) % split);
+}
+
 template <class T>
 __device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::int64_t j, T acc) {
   T* out = g.c + i * g.c_rs + j * g.c_cs;
