@@ -21,8 +21,8 @@
 //    column) gives the same result whatever the order blocks finish in.
 #include "kernels/common.cuh"
 #include "tensor_core.cuh"
-#include "tsm2/tsm2_device.cuh"
 
+#include <skinny/gemm/cp_async.cuh>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/nearest.hpp>
 
@@ -36,10 +36,6 @@
 namespace skinny::gemm {
 namespace detail {
 namespace {
-
-using tsm2_device::cp_async;
-using tsm2_device::cp_async_commit;
-using tsm2_device::cp_async_wait;
 
 constexpr int kThreads = 256;
 constexpr int BM = 128;              ///< points per block

@@ -486,6 +486,15 @@ KernelInfo pick_kernel(bool row_major, bool vec, int t2) {
   return row_major ? pick_kernel<T, true>(vec, t2) : pick_kernel<T, false>(vec, t2);
 }
 
+/// Column-major A with 16 columns per pass: the same kernel on half-width vectors (8 bytes per copy:
+/// float2 / double), half the accumulators per thread (32 floats / 16 doubles instead of 64 / 32) and
+/// so about twice the warps per SM. The full-width kernel runs at 8-12 warps per SM there, issue-bound
+/// on its 4 FMAs per byte (ncu, float n = 20480: 54 % issue-active, 12 % of the warp slots).
+template <class T>
+KernelInfo pick_narrow_kernel() {
+  return info<T, false, 8 / static_cast<int>(sizeof(T)), 16>();
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Host side: planning.
 
@@ -694,6 +703,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // row-at-a-time kernel reads A in longer runs. Without a trial the first candidate runs: the tensor
   // cores in double, the FFMA kernel in float (no B image to build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
+  if (!rm && vec && kernels[0].t2 == 16) kernels.push_back(pick_narrow_kernel<T>());
   const std::string& only = tuning().rm_kernel;
   if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
     const KernelInfo mma =

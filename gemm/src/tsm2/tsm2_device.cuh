@@ -1,7 +1,9 @@
-// Device pieces the fast TSM2 kernels share (tsm2.cu, rm_mma_kernel.cuh): vector types, cp.async
-// copies into shared memory, the kernel arguments, the alpha/beta store and the B-tile fill.
-// Included by tsm2.cu and, for the cp.async helpers, by nearest.cu.
+// Device pieces the fast TSM2 kernels share (tsm2.cu, rm_mma_kernel.cuh): vector types, vector
+// copies into shared memory (cp.async), the kernel arguments, the alpha/beta store and the B-tile fill.
+// Included by tsm2.cu and the kernel headers it includes.
 #pragma once
+
+#include <skinny/gemm/cp_async.cuh>
 
 #include <cstdint>
 
@@ -10,6 +12,7 @@ namespace skinny::gemm::detail::tsm2_device {
 template <class T, int N>
 struct VecOf;
 template <> struct VecOf<float, 1> { using type = float; };
+template <> struct VecOf<float, 2> { using type = float2; };
 template <> struct VecOf<float, 4> { using type = float4; };
 template <> struct VecOf<double, 1> { using type = double; };
 template <> struct VecOf<double, 2> { using type = double2; };
@@ -20,17 +23,6 @@ __device__ __forceinline__ T elem(const V& v, int e) {
   return reinterpret_cast<const T*>(&v)[e];
 }
 
-/// Asynchronous copy of BYTES from global to shared memory; the bytes past src_bytes are zero-filled
-/// (src_bytes == 0 reads nothing).
-template <int BYTES>
-__device__ __forceinline__ void cp_async(void* dst, const void* src, int src_bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  if constexpr (BYTES == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(src), "n"(BYTES), "r"(src_bytes)
-                 : "memory");
-}
 /// Copies one vector V of T from global to shared memory. A whole vector goes as one 16-byte cp.async;
 /// a partial one (src_bytes < sizeof(V), at the matrix edge) element by element, each element past
 /// src_bytes zero-filled from `any_valid` (a readable address): a 16-byte copy there would address
@@ -49,12 +41,6 @@ __device__ __forceinline__ void copy_vector(V* dst, const T* src, int src_bytes,
     }
   }
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 template <class T>
 struct Args {
   const T* a;
@@ -94,6 +80,22 @@ __device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::i
 template <class T, int KC, int T2, bool kTransposed, int LDT>
 __device__ __forceinline__ void fill_b(T* tile, const T* b, std::int64_t b_rs, std::int64_t b_cs, std::int64_t cols,
                                        std::int64_t p0, std::int64_t p_end, std::int64_t j0, int tid, int nthreads) {
+  if constexpr (kTransposed) {
+    // B^T rows are runs of B's columns: with B column-major and aligned, 16-byte copies (a quarter or
+    // half of the instructions; a block of the row-at-a-time kernel copies 16 KB of B^T per 512 KB of A).
+    constexpr int VEC = 16 / int(sizeof(T));
+    using V = typename VecOf<T, VEC>::type;
+    if (b_rs == 1 && b_cs % VEC == 0 && p0 % VEC == 0 && reinterpret_cast<std::uintptr_t>(b) % 16 == 0 &&
+        KC % VEC == 0 && LDT % VEC == 0) {
+      for (int idx = tid; idx < T2 * (KC / VEC); idx += nthreads) {
+        const int j = idx / (KC / VEC), pp = idx % (KC / VEC) * VEC;
+        const std::int64_t p = p0 + pp, jc = j0 + j, left = p_end - p;
+        const int nb = jc >= cols || left <= 0 ? 0 : (left >= VEC ? VEC : static_cast<int>(left)) * int(sizeof(T));
+        copy_vector(reinterpret_cast<V*>(tile + j * LDT + pp), nb > 0 ? b + p + jc * b_cs : b, nb, b);
+      }
+      return;
+    }
+  }
   const bool j_fast = b_cs == 1;
   for (int idx = tid; idx < KC * T2; idx += nthreads) {
     const int pp = j_fast ? idx / T2 : idx % KC;
