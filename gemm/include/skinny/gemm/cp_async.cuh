@@ -1,6 +1,6 @@
 // Asynchronous copies from global to shared memory (cp.async, compute capability >= 8.0): the bytes in
 // flight cost no registers, so a block can keep several tiles of a streamed matrix on the way while it
-// works on one. Used by the TSM2 kernels, the fused nearest-centre kernel and the fused ABFT encoder.
+// works on one. Used by the TSM2 kernels and the fused nearest-centre kernel.
 #pragma once
 
 #include <cuda_runtime.h>
