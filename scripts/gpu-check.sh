@@ -32,7 +32,7 @@ if has build; then
 fi
 
 if has test; then
-  ctest --test-dir "$build" --output-on-failure >"$out/ctest.log" 2>&1
+  ctest --test-dir "$build" --output-on-failure -j 3 >"$out/ctest.log" 2>&1
   status[test]=$?
   grep -E "tests passed|tests failed|Skipped|\*\*\*Failed" "$out/ctest.log" | tail -15
 fi
@@ -48,9 +48,12 @@ if has memcheck; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*-*/tsm2_v0_*:*/tsm2_v1_*}" >>"$out/sanitizer.log" 2>&1
   status[memcheck]=$?
-  # Row-major A on the tensor-core kernel alone (the trial would pick per shape).
-  SKINNY_TSM2_RM_KERNEL=mma compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" \
-    --gtest_brief=1 --gtest_filter='*/tsm2_f*:Tsm2.*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
+  # Row-major A on the tensor-core and the row-at-a-time kernel alone (the trial would pick per shape).
+  for kernel in mma stream; do
+    SKINNY_TSM2_RM_KERNEL=$kernel compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 --gtest_filter='*/tsm2_f*:Tsm2.*' >>"$out/sanitizer.log" 2>&1 ||
+      status[memcheck]=$?
+  done
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/kmeans/kmeans_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*-*SixtyFourBit*:*RecoversBlobs*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
@@ -63,9 +66,12 @@ if has racecheck; then
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}" >>"$out/sanitizer.log" 2>&1
   status[racecheck]=$?
-  SKINNY_TSM2_RM_KERNEL=mma compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" \
-    --gtest_brief=1 --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}:*tsm2_f*m1000n16k1000_*" \
-    >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+  for kernel in mma stream; do
+    SKINNY_TSM2_RM_KERNEL=$kernel compute-sanitizer --tool racecheck --error-exitcode 9 \
+      "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
+      --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}:*tsm2_f*m1000n16k1000_*:*tsm2_f*m7n17k10243_*" \
+      >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+  done
   # The fused nearest-centre kernel (cp.async ring, shared-memory minima).
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter='Nearest.RepeatedRuns*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
