@@ -179,8 +179,8 @@ void fused_encode(const T* a, std::int64_t m, std::int64_t n, std::int64_t lda, 
   const std::int64_t threads = (rows.outputs() + cols.outputs()) * kLanesPerSum;
   if (threads == 0) return;
   void* args[] = {&rows, &cols};
-  launch_after_previous(reinterpret_cast<const void*>(&add_parts<T>), dim3(static_cast<unsigned>(ceil_div(threads, 256))),
-                        dim3(256), args, stream);
+  const dim3 grid(static_cast<unsigned>(ceil_div(threads, 256)));
+  launch_after_previous(reinterpret_cast<const void*>(&add_parts<T>), grid, dim3(256), args, stream);
 }
 
 /// The weight matrix of one dimension: extent x 2 nb, column-major, block-diagonal pairs (1, position).
