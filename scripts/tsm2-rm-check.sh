@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Row-major TSM2 on a GPU machine, in one call: the trial's choice, the tensor-core kernel and the FFMA
-# one (SKINNY_TSM2_RM_KERNEL=mma|ffma) against cuBLAS, and what they change end to end.
+# Row-major TSM2 on a GPU machine, in one call: the trial's choice and each kernel alone (tensor cores,
+# FFMA, row-at-a-time: SKINNY_TSM2_RM_KERNEL=mma|ffma|stream) against cuBLAS, and what they change end to
+# end.
 #   scripts/tsm2-rm-check.sh OUTDIR
 # Builds build/gpu-check if needed, runs the TSM2 GPU tests, tsm2-bench on row-major A (the paper's
 # grid in row layout and the K-means shape) with each kernel, the K-means main job, and abft-encode at
@@ -25,11 +26,10 @@ for lib in kmeans abft; do
   echo "$lib tests: exit $? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_$lib.log" | tr '\n' ' ')" >>"$summary"
 done
 
-for kernel in trial mma ffma; do
+for kernel in trial mma ffma stream; do
   case $kernel in
-    mma) envs=(SKINNY_TSM2_RM_KERNEL=mma); layouts=row ;;
     trial) envs=(); layouts=col,row ;;
-    ffma) envs=(SKINNY_TSM2_RM_KERNEL=ffma); layouts=row ;;
+    *) envs=(SKINNY_TSM2_RM_KERNEL=$kernel); layouts=row ;;  # stream: k <= 8 only (ffma above)
   esac
   env SKINNY_TSM2_VERBOSE=1 "${envs[@]}" "$apps/tsm2-bench" --no-ablation --grid-layouts $layouts --json "$out/tsm2_rm_$kernel.json" \
     >"$out/tsm2_rm_$kernel.log" 2>&1
