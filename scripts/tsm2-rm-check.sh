@@ -29,7 +29,7 @@ done
 for kernel in trial mma ffma stream; do
   case $kernel in
     trial) envs=(); layouts=col,row ;;
-    *) envs=(SKINNY_TSM2_RM_KERNEL=$kernel); layouts=row ;;  # stream: k <= 8 only (ffma above)
+    *) envs=(SKINNY_TSM2_RM_KERNEL=$kernel); layouts=row ;;  # stream forced: k > 8 runs the FFMA kernel
   esac
   env SKINNY_TSM2_VERBOSE=1 "${envs[@]}" "$apps/tsm2-bench" --no-ablation --grid-layouts $layouts --json "$out/tsm2_rm_$kernel.json" \
     >"$out/tsm2_rm_$kernel.log" 2>&1
