@@ -254,9 +254,7 @@ void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const
     SKINNY_CHECK_LAUNCH();
     return;
   }
-  int device = 0, sms = 0;
-  SKINNY_CUDA_TRY(cudaGetDevice(&device));
-  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = multiprocessors();
   const unsigned blocks = std::min<unsigned>(blocks_for_warps(rows), static_cast<unsigned>(8 * sms));
   const std::size_t smem = k <= kSharedCounts ? static_cast<std::size_t>(k) * sizeof(int) : 0;
   argmin_kernel<<<blocks, kThreads, smem, stream>>>(g, rows, k, xnorm, cnorm, labels, mindist, counts);
@@ -264,9 +262,7 @@ void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const
 }
 
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream) {
-  int device = 0, sms = 0;
-  SKINNY_CUDA_TRY(cudaGetDevice(&device));
-  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = multiprocessors();
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 2LL * sms));
   const std::size_t smem = k <= kSharedCounts ? static_cast<std::size_t>(k) * sizeof(int) : 0;
   count_labels_kernel<<<blocks, kThreads, smem, stream>>>(labels, n, k, counts);

@@ -38,9 +38,7 @@ __global__ void __launch_bounds__(kTile * kRowsPerPass) to_columns_kernel(const 
 
 template <class T>
 void to_columns(const T* x, std::int64_t n, std::int64_t d, T* xt, cudaStream_t stream) {
-  int device = 0, sms = 0;
-  SKINNY_CUDA_TRY(cudaGetDevice(&device));
-  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = multiprocessors();
   const std::int64_t tiles = (n + kTile - 1) / kTile * ((d + kTile - 1) / kTile);
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, 16LL * sms));
   to_columns_kernel<<<blocks, dim3(kTile, kRowsPerPass), 0, stream>>>(x, n, d, xt);

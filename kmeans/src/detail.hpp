@@ -2,6 +2,7 @@
 #pragma once
 
 #include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/pinned_buffer.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
@@ -11,6 +12,14 @@
 #include <vector>
 
 namespace skinny::kmeans::detail {
+
+/// Multiprocessors of the current device: the grid sizes of the grid-stride kernels scale with it.
+inline int multiprocessors() {
+  int device = 0, sms = 0;
+  SKINNY_CUDA_TRY(cudaGetDevice(&device));
+  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
 
 /// out[i] = ||x_i||^2 for the n rows of the n x d row-major x, accumulated in double (one warp per row).
 template <class T>

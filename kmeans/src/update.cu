@@ -198,9 +198,7 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
   shift_parts_ = device_array<double>(k * d);
   counts_ = device_array<int>(k);
   counts_host_ = PinnedBuffer<int>(static_cast<std::size_t>(k));
-  int device = 0;
-  SKINNY_CUDA_TRY(cudaGetDevice(&device));
-  SKINNY_CUDA_TRY(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device));
+  sms_ = multiprocessors();
   if ((sums == Sums::automatic && k <= kStreamMaxK) || sums == Sums::streamed) {
     // Row ranges: enough blocks for one full wave of resident blocks (shared memory bounds them). Each
     // range writes k x d partial sums; where that would exceed kMaxPartialFraction of X (few points),
