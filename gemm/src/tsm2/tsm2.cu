@@ -33,6 +33,7 @@
 // A stage, so one barrier per chunk suffices.
 #include "../kernels/common.cuh"
 #include "../kernels/launchers.hpp"
+#include "cm_dmma_kernel.cuh"
 #include "rm_mma_kernel.cuh"
 #include "rm_stream_kernel.cuh"
 #include "tall_skinny.hpp"
@@ -55,6 +56,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace skinny::gemm::detail {
@@ -434,6 +436,25 @@ KernelInfo pick_stream_kernel(std::int64_t cols) {
 }
 constexpr std::int64_t kMaxStreamCols = 8;
 
+/// The column-major double kernel on the tensor cores (cm_dmma_kernel.cuh), 8 * NT columns per pass.
+template <int NT>
+KernelInfo info_cm_dmma() {
+  using C = CmDmmaCfg<NT>;
+  KernelInfo k;
+  k.fn = reinterpret_cast<const void*>(&tsm2_cm_dmma_kernel<NT>);
+  k.t2 = C::T2;
+  k.vec = C::VEC;
+  k.tensor_cores = true;
+  set_config_figures<C>(k);
+  return k;
+}
+
+KernelInfo pick_cm_dmma_kernel(std::int64_t cols) {
+  if (cols <= 8) return info_cm_dmma<1>();
+  if (cols <= 16) return info_cm_dmma<2>();
+  return info_cm_dmma<4>();
+}
+
 /// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
 ///   SKINNY_TSM2_T1=n          only this t1 (no trial)
 ///   SKINNY_TSM2_SPLIT=n       this split of the inner dimension (rounded to whole B chunks)
@@ -441,11 +462,14 @@ constexpr std::int64_t kMaxStreamCols = 8;
 ///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
 ///   SKINNY_TSM2_RM_KERNEL=k   row-major A on one kernel only: the tensor cores (mma), the FFMA kernel
 ///                             (ffma) or, for <= 8 columns, the row-at-a-time kernel (stream)
+///   SKINNY_TSM2_CM_KERNEL=dmma column-major double A with more than 4 columns on the tensor-core
+///                             kernel only (cm_dmma_kernel.cuh: an untested draft, off by default)
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
   std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
+  std::string cm_kernel;  ///< "" or "dmma"
   bool verbose = false;
 };
 const Tuning& tuning() {
@@ -458,6 +482,8 @@ const Tuning& tuning() {
     r.max_t2 = static_cast<int>(num("SKINNY_TSM2_MAX_T2"));
     const char* rk = std::getenv("SKINNY_TSM2_RM_KERNEL");
     r.rm_kernel = rk ? rk : "";
+    const char* ck = std::getenv("SKINNY_TSM2_CM_KERNEL");
+    r.cm_kernel = ck ? ck : "";
     r.verbose = num("SKINNY_TSM2_VERBOSE") != 0;
     return r;
   }();
@@ -708,6 +734,9 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // cores in double, the FFMA kernel in float (no B image to build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
   if (!rm && vec && kernels[0].t2 == 16) kernels.push_back(pick_narrow_kernel<T>());
+  if constexpr (std::is_same_v<T, double>)
+    if (!rm && vec && dev.tensor_cores && t.cols > 4 && tuning().cm_kernel == "dmma")
+      kernels = {pick_cm_dmma_kernel(t.cols)};
   const std::string& only = tuning().rm_kernel;
   if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
     const KernelInfo mma =
