@@ -1,21 +1,27 @@
-// TSM2 for column-major A in double on the tensor cores (DMMA): C = alpha * A * B + beta * C with 8 or
-// 16 columns per pass. UNTESTED DRAFT (written without a GPU): not yet a trial candidate by default;
-// SKINNY_TSM2_CM_KERNEL=dmma makes it the only column-major double kernel for k > 4.
+// TSM2 for column-major A on the FP64 tensor cores (DMMA), float and double: C = alpha * A * B + beta * C
+// with 8 or 16 columns per pass.
 //
-// Why: at k = 16 the FFMA kernel spends 16 double FMAs per element of A and is issue-bound at 8-12 warps
-// per SM (92-93 % of the read ceiling at n >= 20480, 4 % behind cuBLAS at 30720, which uses DMMA). Here
-// an element of A costs a quarter of a shared-memory load and two DMMA issues per lane.
+// Why (measured on the H100): at k = 8 and 16 the FFMA kernel (tsm2.cu) spends k multiply-adds per
+// element of A and is issue-bound at 8-12 warps per SM (ncu: 54 % issue-active; float k = 16 at 69-92 %
+// of the read ceiling, double at 92-93 %). Here an element of A costs a quarter of a 16-byte shared load
+// and, per 8 columns, a quarter of a DMMA issue per lane; float A is converted to double on the way
+// (F2F, 16 per clock per SM: a fifth of that rate at the read ceiling). The products are exact and the
+// sums double, so float results are at least as accurate as the FFMA kernel's.
 //
 // C^T (cols x rows) = B^T (cols x inner) * A^T (inner x rows), one mma.m8n8k4 per (8 columns, 8 rows,
-// 4 inner): B^T is the row-major A operand (lane (g, t) = (lane / 4, lane % 4) holds B^T(g, t)), A^T the
-// column-major B operand (lane (g, t) holds A(row g, inner t)), and lane (g, t) accumulates C(rows 2t and
-// 2t + 1, column g). DMMA rounds like double FMAs: no split, no extra adds.
-//
-// A warp owns 32 rows and streams them through its own cp.async ring (each stage: G columns x 32 rows,
-// 16 lanes per column, 2 rows per lane); a warp reads only the rows it copied, so a stage needs a
-// __syncwarp, not a block barrier. Column pitch 36 doubles: the half-warp's fragment reads (g in 0..3,
-// t in 0..3) fall in distinct banks. B^T chunks are double buffered in shared memory, filled with the
-// stage that starts the previous chunk (one __syncthreads per chunk), as in the FFMA kernels.
+// 4 inner): B^T is the row-major A operand (lane (g, t) = (lane / 4, lane % 4) holds B^T(g, t)), A^T
+// the column-major B operand (lane (g, t) holds A^T(t, g)), and lane (g, t) accumulates C^T(g, 2t) and
+// C^T(g, 2t + 1). Any bijection of rows onto an n-tile's 8 positions, and of inner indices onto a k4
+// step's 4, gives the same sums, so both are chosen for 16-byte reads:
+//  * rows: a warp owns 32 rows as NR = 4 n-tiles; position q of n-tile n is row
+//    8 VEC (n / VEC) + VEC q + n % VEC, so lane (g, t) finds its 4 rows as 16-byte vectors at VEC g.
+//  * inner: within each 8 inner indices, lane t of k4 step s takes index 2t + s, so a lane reads its two
+//    B^T values of a column as one vector.
+// A is streamed through a cp.async ring per warp (stage: G columns x 32 rows, a warp reads only what
+// its lanes copied: a __syncwarp, no block barrier). Column pitch 32 + VEC elements: a quarter warp's
+// 16-byte reads (g in 0..1, t in 0..3, rows 2t apart) fall in distinct banks; B^T rows are KC + 8 long
+// for the same reason. B^T chunks are double buffered and filled with the stage that starts the
+// previous chunk (one __syncthreads per chunk), as in the FFMA kernel.
 // Included only by tsm2.cu.
 #pragma once
 
@@ -26,38 +32,42 @@
 
 namespace skinny::gemm::detail::tsm2_device {
 
-template <int NT>
+template <class T, int NT>
 struct CmDmmaCfg {
-  using T = double;
-  using V = double2;
+  static constexpr int VEC = 16 / int(sizeof(T));  ///< rows per 16-byte copy and read
+  using V = typename VecOf<T, VEC>::type;
+  using V2 = typename VecOf<T, 2>::type;
   static constexpr int T2 = 8 * NT;       ///< columns of C per pass: NT m-tiles of 8
-  static constexpr int VEC = 2;           ///< rows per 16-byte copy
   static constexpr int ROWS_PER_WARP = 32;
   static constexpr int NR = ROWS_PER_WARP / 8;  ///< n-tiles of 8 rows per warp
-  static constexpr int G = 8;             ///< columns of A per stage (two k4 steps)
+  static constexpr int G = 16;            ///< columns of A per stage (four k4 steps)
   static constexpr int S = 4;             ///< stages in each warp's ring (S - 1 in flight)
-  static constexpr int PITCH = ROWS_PER_WARP + 4;  ///< doubles per column of a stage (bank spread)
+  static constexpr int PITCH = ROWS_PER_WARP + VEC;  ///< elements per column of a stage (bank spread)
   static constexpr int KC = 64;           ///< inner elements per B^T chunk
   static constexpr int SPC = KC / G;      ///< stages per chunk
-  static constexpr int LDB = KC + 4;      ///< padded row of the B^T tile (bank spread for g, t)
+  static constexpr int LDB = KC + 8;      ///< padded row of the B^T tile (bank spread)
   static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
-  static constexpr int STAGE = G * PITCH;  ///< doubles of one warp's stage
+  static_assert(G % 8 == 0 && NR % VEC == 0, "pairs of k4 steps; whole vectors of rows");
+  static constexpr int STAGE = G * PITCH;  ///< elements of one warp's stage
+  static constexpr int LANES_PER_COLUMN = ROWS_PER_WARP / VEC;
+  static constexpr int COPIES = G * LANES_PER_COLUMN / 32;  ///< 16-byte copies per lane per stage
   __host__ __device__ static std::size_t ring_bytes(int t1) { return std::size_t(t1 / 32) * S * STAGE * sizeof(T); }
   static std::size_t smem(int t1) { return ring_bytes(t1) + sizeof(T) * 2 * T2 * LDB; }
   __host__ __device__ static int rows_per_block(int t1) { return t1 / 32 * ROWS_PER_WARP; }
-  /// 16-byte copies per lane per stage: G columns x 32 rows = G x 16 copies over 32 lanes.
-  static constexpr int COPIES = G * (ROWS_PER_WARP / VEC) / 32;
   static int loads_in_flight() { return (S - 1) * COPIES; }
   static int bytes_in_flight_per_thread() { return (S - 1) * COPIES * 16; }
+  /// Row (0 .. 31 of the warp's) at position q of n-tile n.
+  __host__ __device__ static constexpr int row_of(int n, int q) { return 8 * VEC * (n / VEC) + VEC * q + n % VEC; }
 };
 
-template <int NT>
-__global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<double> g) {
-  using Cfg = CmDmmaCfg<NT>;
-  using T = double;
-  using V = double2;
-  constexpr int G = Cfg::G, S = Cfg::S, PITCH = Cfg::PITCH, KC = Cfg::KC, SPC = Cfg::SPC, LDB = Cfg::LDB,
-                T2 = Cfg::T2, NR = Cfg::NR, STAGE = Cfg::STAGE, COPIES = Cfg::COPIES;
+template <class T, int NT>
+__global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<T> g) {
+  using Cfg = CmDmmaCfg<T, NT>;
+  using V = typename Cfg::V;
+  using V2 = typename Cfg::V2;
+  constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, PITCH = Cfg::PITCH, KC = Cfg::KC, SPC = Cfg::SPC,
+                LDB = Cfg::LDB, T2 = Cfg::T2, NR = Cfg::NR, STAGE = Cfg::STAGE, COPIES = Cfg::COPIES,
+                LPC = Cfg::LANES_PER_COLUMN;
   extern __shared__ __align__(16) unsigned char smem[];
   const int t1 = blockDim.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   T* ring = reinterpret_cast<T*>(smem) + warp * S * STAGE;   // this warp's [S][G][PITCH]
@@ -71,10 +81,11 @@ __global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<double> g)
   const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
   const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
 
-  // Lane `lane` copies rows wrow + 2 (lane % 16) .. + 1 of columns c = lane / 16 + 2 i of a stage.
-  const int copy_row = 2 * (lane & 15), copy_col = lane >> 4;
+  // Lane `lane` copies rows wrow + VEC (lane % LPC) .. + VEC - 1 of columns lane / LPC + VEC i of a
+  // stage (LPC lanes cover a column's 32 rows). Rows past the edge are zero and never stored.
+  const int copy_row = VEC * (lane % LPC), copy_col = lane / LPC;
   const std::int64_t rows_left = g.rows - (wrow + copy_row);
-  const int row_bytes = rows_left <= 0 ? 0 : (rows_left >= 2 ? 2 : 1) * int(sizeof(T));
+  const int row_bytes = rows_left <= 0 ? 0 : static_cast<int>(rows_left >= VEC ? VEC : rows_left) * int(sizeof(T));
   const T* a_rows = g.a + (row_bytes > 0 ? wrow + copy_row : 0);
   auto issue = [&](std::int64_t step, int slot) {
     if (step >= nsteps) return;
@@ -82,7 +93,7 @@ __global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<double> g)
     T* dst = ring + slot * STAGE + copy_row;
 #pragma unroll
     for (int i = 0; i < COPIES; ++i) {
-      const int c = copy_col + 2 * i;
+      const int c = copy_col + VEC * i;
       const bool ok = p0 + c < p_end && row_bytes > 0;
       copy_vector(reinterpret_cast<V*>(dst + c * PITCH), ok ? a_rows + (p0 + c) * g.lda : g.a, ok ? row_bytes : 0,
                   g.a);
@@ -112,32 +123,46 @@ __global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<double> g)
       const std::int64_t pn = p_begin + (chunk + 1) * KC;
       if (pn < p_end) fill_b<T, KC, T2, true, LDB>(bt + ((chunk + 1) & 1) * T2 * LDB, g, pn, p_end, j0, tid, t1);
     } else {
-      __syncwarp();  // the other lanes' copies of this stage are in
+      // The other lanes' copies of this stage are in, and every lane is done with the previous stage,
+      // whose slot is refilled next.
+      __syncwarp();
     }
     issue(step + S - 1, islot);
     cp_async_commit();
     islot = islot + 1 == S ? 0 : islot + 1;
 
-    const T* a_s = ring + slot * STAGE;
-    const T* b_s = bt + (chunk & 1) * T2 * LDB + kstep * G;
+    const T* a_s = ring + slot * STAGE + VEC * gq;
+    const T* b_s = bt + (chunk & 1) * T2 * LDB + gq * LDB + kstep * G + 2 * tq;
 #pragma unroll
-    for (int k4 = 0; k4 < G; k4 += 4) {
-      double af[NT], bf[NR];
+    for (int u = 0; u < G / 8; ++u) {
+      double bf[NT][2];  // B^T(column 8m + g, inner 8u + 2t + s)
 #pragma unroll
-      for (int m = 0; m < NT; ++m) af[m] = b_s[(8 * m + gq) * LDB + k4 + tq];
+      for (int m = 0; m < NT; ++m) {
+        const V2 b2 = *reinterpret_cast<const V2*>(b_s + 8 * m * LDB + 8 * u);
+        bf[m][0] = b2.x;
+        bf[m][1] = b2.y;
+      }
 #pragma unroll
-      for (int n = 0; n < NR; ++n) bf[n] = a_s[(k4 + tq) * PITCH + 8 * n + gq];
+      for (int s = 0; s < 2; ++s) {
+        double af[NR];  // A(row of position g in n-tile n, inner 8u + 2t + s)
+        const T* col = a_s + (8 * u + 2 * tq + s) * PITCH;
 #pragma unroll
-      for (int m = 0; m < NT; ++m)
+        for (int h = 0; h < NR / VEC; ++h) {
+          const V v = *reinterpret_cast<const V*>(col + 8 * VEC * h);
 #pragma unroll
-        for (int n = 0; n < NR; ++n) mma_f64(acc[m][n], af[m], bf[n]);
+          for (int e = 0; e < VEC; ++e) af[VEC * h + e] = elem<T>(v, e);
+        }
+#pragma unroll
+        for (int m = 0; m < NT; ++m)
+#pragma unroll
+          for (int n = 0; n < NR; ++n) mma_f64(acc[m][n], bf[m][s], af[n]);
+      }
     }
-    __syncwarp();  // every lane is done with this slot before a lane refills it
     slot = slot + 1 == S ? 0 : slot + 1;
   }
   cp_async_wait<0>();
 
-  // Lane (g, t) holds C(rows 8n + 2t, 8n + 2t + 1; column 8m + g) of the warp's rows.
+  // Lane (g, t) holds C(rows row_of(n, 2t), row_of(n, 2t + 1); column 8m + g).
 #pragma unroll
   for (int m = 0; m < NT; ++m) {
     const std::int64_t j = j0 + 8 * m + gq;
@@ -146,12 +171,13 @@ __global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<double> g)
     for (int n = 0; n < NR; ++n)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const std::int64_t i = wrow + 8 * n + 2 * tq + h;
+        const std::int64_t i = wrow + Cfg::row_of(n, 2 * tq + h);
         if (i >= g.rows) continue;
+        const T v = static_cast<T>(acc[m][n][h]);
         if (g.split == 1)
-          store_c(g, i, j, acc[m][n][h]);
+          store_c(g, i, j, v);
         else
-          g.ws[(static_cast<std::int64_t>(blockIdx.y) * g.rows + i) * g.cols + j] = acc[m][n][h];
+          g.ws[(static_cast<std::int64_t>(blockIdx.y) * g.rows + i) * g.cols + j] = v;
       }
   }
 }

@@ -56,7 +56,6 @@
 #include <mutex>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 
 namespace skinny::gemm::detail {
@@ -436,12 +435,12 @@ KernelInfo pick_stream_kernel(std::int64_t cols) {
 }
 constexpr std::int64_t kMaxStreamCols = 8;
 
-/// The column-major double kernel on the tensor cores (cm_dmma_kernel.cuh), 8 * NT columns per pass.
-template <int NT>
+/// The column-major tensor-core kernel (cm_dmma_kernel.cuh), 8 * NT columns per pass.
+template <class T, int NT>
 KernelInfo info_cm_dmma() {
-  using C = CmDmmaCfg<NT>;
+  using C = CmDmmaCfg<T, NT>;
   KernelInfo k;
-  k.fn = reinterpret_cast<const void*>(&tsm2_cm_dmma_kernel<NT>);
+  k.fn = reinterpret_cast<const void*>(&tsm2_cm_dmma_kernel<T, NT>);
   k.t2 = C::T2;
   k.vec = C::VEC;
   k.tensor_cores = true;
@@ -449,11 +448,14 @@ KernelInfo info_cm_dmma() {
   return k;
 }
 
+/// 8 columns per pass up to 8, else 16: beyond 16 the DMMA issues per element of A (a quarter per 8
+/// columns and lane) approach the FFMA kernel's cost, and the accumulators its registers.
+template <class T>
 KernelInfo pick_cm_dmma_kernel(std::int64_t cols) {
-  if (cols <= 8) return info_cm_dmma<1>();
-  if (cols <= 16) return info_cm_dmma<2>();
-  return info_cm_dmma<4>();
+  return cols <= 8 ? info_cm_dmma<T, 1>() : info_cm_dmma<T, 2>();
 }
+/// The column widths it is timed for by default: at <= 4 the FFMA kernel reads at the ceiling.
+constexpr std::int64_t kMinCmDmmaCols = 5, kMaxCmDmmaCols = 16;
 
 /// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
 ///   SKINNY_TSM2_T1=n          only this t1 (no trial)
@@ -462,14 +464,14 @@ KernelInfo pick_cm_dmma_kernel(std::int64_t cols) {
 ///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
 ///   SKINNY_TSM2_RM_KERNEL=k   row-major A on one kernel only: the tensor cores (mma), the FFMA kernel
 ///                             (ffma) or, for <= 8 columns, the row-at-a-time kernel (stream)
-///   SKINNY_TSM2_CM_KERNEL=dmma column-major double A with more than 4 columns on the tensor-core
-///                             kernel only (cm_dmma_kernel.cuh: an untested draft, off by default)
+///   SKINNY_TSM2_CM_KERNEL=k   column-major A (16-byte path) on one kernel only: the tensor cores
+///                             (dmma, any width) or the FFMA kernel (ffma)
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
   std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
-  std::string cm_kernel;  ///< "" or "dmma"
+  std::string cm_kernel;  ///< "", "dmma" or "ffma"
   bool verbose = false;
 };
 const Tuning& tuning() {
@@ -734,9 +736,14 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // cores in double, the FFMA kernel in float (no B image to build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
   if (!rm && vec && kernels[0].t2 == 16) kernels.push_back(pick_narrow_kernel<T>());
-  if constexpr (std::is_same_v<T, double>)
-    if (!rm && vec && dev.tensor_cores && t.cols > 4 && tuning().cm_kernel == "dmma")
-      kernels = {pick_cm_dmma_kernel(t.cols)};
+  const std::string& cm_only = tuning().cm_kernel;
+  if (!rm && vec && dev.tensor_cores && cm_only != "ffma") {
+    const KernelInfo dmma = pick_cm_dmma_kernel<T>(t.cols);
+    if (cm_only == "dmma")
+      kernels = {dmma};
+    else if (t.cols >= kMinCmDmmaCols && t.cols <= kMaxCmDmmaCols)
+      kernels.push_back(dmma);
+  }
   const std::string& only = tuning().rm_kernel;
   if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
     const KernelInfo mma =
