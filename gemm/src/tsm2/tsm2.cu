@@ -17,7 +17,9 @@
 //    >= 8.0 a tensor-core kernel (rm_mma_kernel.cuh: 3xTF32 float, DMMA double) and, for <= 8 columns,
 //    a row-at-a-time kernel (rm_stream_kernel.cuh) are timed against it on a shape's first call and the
 //    fastest is kept. Row-major kernels rotate their split by row group (tsm2_device.cuh,
-//    rotated_split) so that the blocks running together read different columns.
+//    rotated_split) so that the blocks running together read different columns. Column-major float A
+//    with 5..16 columns has a tensor-core candidate too (cm_dmma_kernel.cuh: DMMA on A converted to
+//    double).
 //  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
 //    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
 //    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
@@ -56,6 +58,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace skinny::gemm::detail {
@@ -435,12 +438,12 @@ KernelInfo pick_stream_kernel(std::int64_t cols) {
 }
 constexpr std::int64_t kMaxStreamCols = 8;
 
-/// The column-major tensor-core kernel (cm_dmma_kernel.cuh), 8 * NT columns per pass.
-template <class T, int NT>
+/// The column-major float kernel on the FP64 tensor cores (cm_dmma_kernel.cuh), 8 * NT columns per pass.
+template <int NT>
 KernelInfo info_cm_dmma() {
-  using C = CmDmmaCfg<T, NT>;
+  using C = CmDmmaCfg<NT>;
   KernelInfo k;
-  k.fn = reinterpret_cast<const void*>(&tsm2_cm_dmma_kernel<T, NT>);
+  k.fn = reinterpret_cast<const void*>(&tsm2_cm_dmma_kernel<NT>);
   k.t2 = C::T2;
   k.vec = C::VEC;
   k.tensor_cores = true;
@@ -449,12 +452,9 @@ KernelInfo info_cm_dmma() {
 }
 
 /// 8 columns per pass up to 8, else 16: beyond 16 the DMMA issues per element of A (a quarter per 8
-/// columns and lane) approach the FFMA kernel's cost, and the accumulators its registers.
-template <class T>
-KernelInfo pick_cm_dmma_kernel(std::int64_t cols) {
-  return cols <= 8 ? info_cm_dmma<T, 1>() : info_cm_dmma<T, 2>();
-}
-/// The column widths it is timed for by default: at <= 4 the FFMA kernel reads at the ceiling.
+/// columns and lane) approach the FFMA kernel's cost, and the double accumulators its registers.
+KernelInfo pick_cm_dmma_kernel(std::int64_t cols) { return cols <= 8 ? info_cm_dmma<1>() : info_cm_dmma<2>(); }
+/// The column widths it is timed for by default: with <= 4 the FFMA kernel reads at the ceiling.
 constexpr std::int64_t kMinCmDmmaCols = 5, kMaxCmDmmaCols = 16;
 
 /// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
@@ -464,8 +464,8 @@ constexpr std::int64_t kMinCmDmmaCols = 5, kMaxCmDmmaCols = 16;
 ///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
 ///   SKINNY_TSM2_RM_KERNEL=k   row-major A on one kernel only: the tensor cores (mma), the FFMA kernel
 ///                             (ffma) or, for <= 8 columns, the row-at-a-time kernel (stream)
-///   SKINNY_TSM2_CM_KERNEL=k   column-major A (16-byte path) on one kernel only: the tensor cores
-///                             (dmma, any width) or the FFMA kernel (ffma)
+///   SKINNY_TSM2_CM_KERNEL=k   column-major float A (16-byte path) on one kernel only: the FP64
+///                             tensor cores (dmma, any width) or the FFMA kernel (ffma)
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
@@ -732,13 +732,15 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // Row-major A has up to three kernels and the trial times them all. Measured on the H100, the tensor
   // cores win in double (K-means shape 96 % against 82 %) and in float up to k = 8; in float at k = 16
   // the 3xTF32 work makes them slower than the FFMA kernel on some shapes; with <= 8 columns the
-  // row-at-a-time kernel reads A in longer runs. Without a trial the first candidate runs: the tensor
-  // cores in double, the FFMA kernel in float (no B image to build for small problems).
+  // row-at-a-time kernel reads A in longer runs. Column-major float A with 5..16 columns has the FFMA
+  // kernel at full and half width and the DMMA kernel, which wins where the FFMA kernel has too few
+  // warps (n = 10240). Without a trial the first candidate runs: the tensor cores for row-major double,
+  // else the FFMA kernel (no B image to build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
   if (!rm && vec && kernels[0].t2 == 16) kernels.push_back(pick_narrow_kernel<T>());
   const std::string& cm_only = tuning().cm_kernel;
-  if (!rm && vec && dev.tensor_cores && cm_only != "ffma") {
-    const KernelInfo dmma = pick_cm_dmma_kernel<T>(t.cols);
+  if (std::is_same_v<T, float> && !rm && vec && dev.tensor_cores && cm_only != "ffma") {
+    const KernelInfo dmma = pick_cm_dmma_kernel(t.cols);
     if (cm_only == "dmma")
       kernels = {dmma};
     else if (t.cols >= kMinCmDmmaCols && t.cols <= kMaxCmDmmaCols)
