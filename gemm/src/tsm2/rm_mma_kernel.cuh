@@ -38,14 +38,11 @@
 
 namespace skinny::gemm::detail::tsm2_device {
 
-/// FP64 = true: DMMA (double A, or float A converted to double); false: 3xTF32 (float A only).
-template <class T, int NT, bool FP64 = std::is_same_v<T, double>>
+template <class T, int NT>
 struct RmMmaCfg {
-  static_assert(FP64 || std::is_same_v<T, float>, "3xTF32 is for float A");
   static constexpr int VEC = 16 / int(sizeof(T));
   using V = typename VecOf<T, VEC>::type;
-  using Acc = std::conditional_t<FP64, double, float>;
-  static constexpr int HALVES = FP64 ? 1 : 2;  ///< B as TF32 hi and lo (3xTF32)
+  static constexpr int HALVES = std::is_same_v<T, float> ? 2 : 1;  ///< B as TF32 hi and lo (float)
   static constexpr int T2 = 8 * NT;       ///< columns of C per pass: NT mma tiles of 8
   static constexpr int ROWS_PER_WARP = 16;  ///< lane (g, t) computes rows g and g + 8
   static constexpr int W = 256;           ///< bytes of each row per stage
@@ -76,9 +73,9 @@ struct RmMmaCfg {
 /// with contiguous 16-byte copies: image[pass][chunk] = [HALVES][T2][LDT], B^T of columns
 /// pass * T2 .. and inner indices chunk * KC .., zero outside B and in the padding; float holds the
 /// TF32 halves (hi, lo) of each element.
-template <class T, int NT, bool FP64>
+template <class T, int NT>
 __global__ void __launch_bounds__(256) tsm2_b_image_kernel(const Args<T> g, T* image) {
-  using Cfg = RmMmaCfg<T, NT, FP64>;
+  using Cfg = RmMmaCfg<T, NT>;
   constexpr int T2 = Cfg::T2, LDT = Cfg::LDT, KC = Cfg::KC, B_TILE = Cfg::B_TILE;
   const std::int64_t nchunks = (g.inner + KC - 1) / KC;
   const std::int64_t total = std::int64_t(g.passes) * nchunks * B_TILE;
@@ -120,23 +117,6 @@ __device__ __forceinline__ void mma_k_group(float (&acc)[2][NT][2], const float4
   }
 }
 
-/// The same on DMMA with float A and B converted to double (exact products, double sums): element e
-/// of the 16-byte vectors is k4 step e; rows g and g + 8 are two m8 tiles; blo is unused.
-template <int NT>
-__device__ __forceinline__ void mma_k_group(double (&acc)[2][NT][2], const float4 (&a)[2], const float4 (&b)[NT],
-                                            const float4 (&)[NT]) {
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const double a0 = elem<float>(a[0], e), a1 = elem<float>(a[1], e);
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const double bn = elem<float>(b[n], e);
-      mma_f64(acc[0][n], a0, bn);
-      mma_f64(acc[1][n], a1, bn);
-    }
-  }
-}
-
 /// The same in double: rows g and g + 8 are two m8 tiles; blo is unused.
 template <int NT>
 __device__ __forceinline__ void mma_k_group(double (&acc)[2][NT][2], const double2 (&a)[2], const double2 (&b)[NT],
@@ -149,10 +129,9 @@ __device__ __forceinline__ void mma_k_group(double (&acc)[2][NT][2], const doubl
       for (int n = 0; n < NT; ++n) mma_f64(acc[s][n], elem<double>(a[s], e), elem<double>(b[n], e));
 }
 
-template <class T, int NT, bool FP64>
+template <class T, int NT>
 __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
-  using Cfg = RmMmaCfg<T, NT, FP64>;
-  using Acc = typename Cfg::Acc;
+  using Cfg = RmMmaCfg<T, NT>;
   using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, CHUNKS = Cfg::CHUNKS, COPIES = Cfg::COPIES, KG = Cfg::KG, U = Cfg::U,
                 STEP = Cfg::STEP, S = Cfg::S, SPC = Cfg::SPC, KC = Cfg::KC, LDT = Cfg::LDT, T2 = Cfg::T2,
@@ -203,11 +182,11 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
     for (int i = tid; i < B_TILE / VEC; i += t1) cp_async<16>(dst + i, src + i, 16);
   };
 
-  Acc acc[2][NT][2];
+  T acc[2][NT][2];
 #pragma unroll
   for (int s = 0; s < 2; ++s)
 #pragma unroll
-    for (int n = 0; n < NT; ++n) acc[s][n][0] = acc[s][n][1] = Acc(0);
+    for (int n = 0; n < NT; ++n) acc[s][n][0] = acc[s][n][1] = T(0);
 
   fill(p_begin, 0);
 #pragma unroll
@@ -265,11 +244,10 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
       for (int c = 0; c < 2; ++c) {
         const std::int64_t j = j0 + 8 * n + 2 * tq + c;
         if (j >= g.cols) continue;
-        const T v = static_cast<T>(acc[s][n][c]);
         if (g.split == 1)
-          store_c(g, i, j, v);
+          store_c(g, i, j, acc[s][n][c]);
         else
-          g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j] = v;
+          g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j] = acc[s][n][c];
       }
   }
 }

@@ -394,16 +394,14 @@ KernelInfo info() {
   return k;
 }
 
-/// The tensor-core row-major kernel (rm_mma_kernel.cuh) with 8 * NT columns per pass: DMMA in double,
-/// 3xTF32 or (FLOAT_ON_FP64) DMMA on converted elements in float.
-template <class T, int NT, bool FLOAT_ON_FP64 = false>
+/// The tensor-core row-major kernel (rm_mma_kernel.cuh) with 8 * NT columns per pass.
+template <class T, int NT>
 KernelInfo info_mma() {
-  constexpr bool kFp64 = std::is_same_v<T, double> || FLOAT_ON_FP64;
-  using C = RmMmaCfg<T, NT, kFp64>;
+  using C = RmMmaCfg<T, NT>;
   KernelInfo k;
-  k.fn = reinterpret_cast<const void*>(&tsm2_rm_mma_kernel<T, NT, kFp64>);
+  k.fn = reinterpret_cast<const void*>(&tsm2_rm_mma_kernel<T, NT>);
   k.b_image = &C::image_elems;
-  k.b_image_fn = reinterpret_cast<const void*>(&tsm2_b_image_kernel<T, NT, kFp64>);
+  k.b_image_fn = reinterpret_cast<const void*>(&tsm2_b_image_kernel<T, NT>);
   k.t2 = C::T2;
   k.vec = C::VEC;
   k.row_major = true;
@@ -513,11 +511,6 @@ KernelInfo pick_mma_kernel(std::int64_t cols) {
   if (cols <= 8) return info_mma<T, 1>();
   if (cols <= 16) return info_mma<T, 2>();
   return info_mma<T, 4>();
-}
-
-/// Row-major float A on DMMA, 8 or 16 columns per pass (timed for 5..16 columns, as the column-major one).
-KernelInfo pick_rm_dmma_kernel(std::int64_t cols) {
-  return cols <= 8 ? info_mma<float, 1, true>() : info_mma<float, 2, true>();
 }
 
 template <class T>
@@ -754,7 +747,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
       kernels.push_back(dmma);
   }
   const std::string& only = tuning().rm_kernel;
-  if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream" && only != "dmma") {
+  if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
     const KernelInfo mma =
         pick_mma_kernel<T>(tuning().max_t2 > 0 ? std::min<std::int64_t>(t.cols, tuning().max_t2) : t.cols);
     if (only == "mma")
@@ -762,14 +755,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     else
       kernels.insert(sizeof(T) == 8 ? kernels.begin() : kernels.end(), mma);
   }
-  if (std::is_same_v<T, float> && rm && vec && dev.tensor_cores && (only.empty() || only == "dmma")) {
-    const KernelInfo dmma = pick_rm_dmma_kernel(t.cols);
-    if (only == "dmma")
-      kernels = {dmma};
-    else if (t.cols >= kMinCmDmmaCols && t.cols <= kMaxCmDmmaCols)
-      kernels.push_back(dmma);
-  }
-  if (rm && vec && t.cols <= kMaxStreamCols && only != "ffma" && only != "mma" && only != "dmma") {
+  if (rm && vec && t.cols <= kMaxStreamCols && only != "ffma" && only != "mma") {
     const KernelInfo stream = pick_stream_kernel<T>(t.cols);
     if (only == "stream")
       kernels = {stream};
