@@ -111,30 +111,11 @@ __global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<float> g) 
     for (int n = 0; n < NR; ++n) acc[m][n][0] = acc[m][n][1] = 0.0;
 
   fill_b<T, KC, T2, true, LDB>(bt, g, p_begin, p_end, j0, tid, t1);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    issue(s, s);
-    cp_async_commit();
-  }
-
-  int slot = 0, islot = S - 1;
-  for (std::int64_t step = 0; step < nsteps; ++step) {
-    cp_async_wait<S - 2>();  // this lane's copies of stage `step` (and the B^T chunk queued with it)
-    const int kstep = static_cast<int>(step & (SPC - 1));
-    const std::int64_t chunk = step / SPC;
-    if (kstep == 0) {
-      __syncthreads();  // everyone's B^T of this chunk is in; everyone is done with the other buffer
-      const std::int64_t pn = p_begin + (chunk + 1) * KC;
-      if (pn < p_end) fill_b<T, KC, T2, true, LDB>(bt + ((chunk + 1) & 1) * T2 * LDB, g, pn, p_end, j0, tid, t1);
-    } else {
-      // The other lanes' copies of this stage are in, and every lane is done with the previous stage,
-      // whose slot is refilled next.
-      __syncwarp();
-    }
-    issue(step + S - 1, islot);
-    cp_async_commit();
-    islot = islot + 1 == S ? 0 : islot + 1;
-
+  auto fill_chunk = [&](std::int64_t c) {
+    const std::int64_t p0 = p_begin + c * KC;
+    if (p0 < p_end) fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * T2 * LDB, g, p0, p_end, j0, tid, t1);
+  };
+  run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const T* a_s = ring + slot * STAGE + VEC * gq;
     const T* b_s = bt + (chunk & 1) * T2 * LDB + gq * LDB + kstep * G + 2 * tq;
 #pragma unroll
@@ -157,9 +138,7 @@ __global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<float> g) 
           for (int n = 0; n < NR; ++n) mma_f64(acc[m][n], bf[m][s], af[n]);
       }
     }
-    slot = slot + 1 == S ? 0 : slot + 1;
-  }
-  cp_async_wait<0>();
+  });
 
   // Lane (g, t) holds C(rows row_of(n, 2t), row_of(n, 2t + 1); column 8m + g).
 #pragma unroll

@@ -189,32 +189,13 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
     for (int n = 0; n < NT; ++n) acc[s][n][0] = acc[s][n][1] = T(0);
 
   fill(p_begin, 0);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    issue(s, s);
-    cp_async_commit();
-  }
-
+  auto fill_chunk = [&](std::int64_t c) {
+    const std::int64_t p0 = p_begin + c * KC;
+    if (p0 < p_end) fill(p0, static_cast<int>(c & 1));
+  };
   // Fragment slots of lane (g, t) in a stage: rows g and g + 8 (same parity), piece 4u + t.
   const int frag0 = gq * CHUNKS, frag1 = (gq + 8) * CHUNKS, swz = (gq & 1) << 2;
-  int slot = 0, islot = S - 1;
-  for (std::int64_t step = 0; step < nsteps; ++step) {
-    cp_async_wait<S - 2>();
-    const int kstep = static_cast<int>(step % SPC);
-    const std::int64_t chunk = step / SPC;
-    if (kstep == 0) {
-      // Everyone's copies of this chunk's B and of this stage are visible, and everyone is done with
-      // the other B buffer and with the ring slot refilled next.
-      __syncthreads();
-      const std::int64_t pn = p_begin + (chunk + 1) * KC;
-      if (pn < p_end) fill(pn, static_cast<int>((chunk + 1) & 1));
-    } else {
-      __syncwarp();  // the other lanes' copies of this stage are visible; the slot refilled next is free
-    }
-    issue(step + S - 1, islot);
-    cp_async_commit();
-    islot = islot + 1 == S ? 0 : islot + 1;
-
+  run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const V* a_s = as + slot * WARP_STAGE;
     const T* b_s = bt + (chunk & 1) * B_TILE + gq * LDT + kstep * STEP + tq * VEC;
 #pragma unroll
@@ -229,9 +210,7 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
       }
       mma_k_group<NT>(acc, a, bhi, blo);
     }
-    slot = slot + 1 == S ? 0 : slot + 1;
-  }
-  cp_async_wait<0>();
+  });
 
   // acc[s][n][c]: row wrow + 8s + g, column j0 + 8n + 2t + c.
 #pragma unroll

@@ -134,29 +134,12 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
 #pragma unroll
     for (int j = 0; j < T2; ++j) acc[v][j] = T(0);
 
-  // Prologue: chunk 0 of B with stage 0, then stages 1 .. S-2.
   fill_b<T, KC, T2, false, 0>(bs, g, p_begin, p_end, j0, tid, t1);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    issue(s, s);
-    cp_async_commit();
-  }
-
-  int slot = 0, islot = S - 1;
-  for (std::int64_t step = 0; step < nsteps; ++step) {
-    cp_async_wait<S - 2>();  // this thread's stage `step` (and the B chunk queued with it) has landed
-    const int kstep = static_cast<int>(step & (SPC - 1));
-    const std::int64_t chunk = step / SPC;
-    if (kstep == 0) {
-      // Everyone's copies of this chunk's B are visible, and everyone is done with the other buffer.
-      __syncthreads();
-      const std::int64_t pn = p_begin + (chunk + 1) * KC;
-      if (pn < p_end) fill_b<T, KC, T2, false, 0>(bs + ((chunk + 1) & 1) * KC * T2, g, pn, p_end, j0, tid, t1);
-    }
-    issue(step + S - 1, islot);
-    cp_async_commit();
-    islot = islot + 1 == S ? 0 : islot + 1;
-
+  auto fill_chunk = [&](std::int64_t c) {
+    const std::int64_t p0 = p_begin + c * KC;
+    if (p0 < p_end) fill_b<T, KC, T2, false, 0>(bs + (c & 1) * KC * T2, g, p0, p_end, j0, tid, t1);
+  };
+  run_stages<S, SPC, false>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const V* a_s = as + slot * G * t1 + tid;
     const T* b_s = bs + (chunk & 1) * KC * T2 + kstep * G * T2;
 #pragma unroll
@@ -173,9 +156,7 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
             acc[v][jb * BV + e] = fma(elem<T>(av, v), elem<T>(bv, e), acc[v][jb * BV + e]);
       }
     }
-    slot = slot + 1 == S ? 0 : slot + 1;
-  }
-  cp_async_wait<0>();
+  });
 
   if (nvalid == 0) return;
   if (g.split == 1) {
@@ -269,26 +250,11 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
     for (int j = 0; j < T2; ++j) acc[r][j] = T(0);
 
   fill_b<T, KC, T2, true, LDT>(bt, g, p_begin, p_end, j0, tid, t1);
-#pragma unroll
-  for (int s = 0; s < S - 1; ++s) {
-    issue(s, s);
-    cp_async_commit();
-  }
-
-  int slot = 0, islot = S - 1;
-  for (std::int64_t step = 0; step < nsteps; ++step) {
-    cp_async_wait<S - 2>();
-    const int kstep = static_cast<int>(step % SPC);
-    const std::int64_t chunk = step / SPC;
-    if (kstep == 0) {
-      __syncthreads();
-      const std::int64_t pn = p_begin + (chunk + 1) * KC;
-      if (pn < p_end) fill_b<T, KC, T2, true, LDT>(bt + ((chunk + 1) & 1) * T2 * LDT, g, pn, p_end, j0, tid, t1);
-    }
-    issue(step + S - 1, islot);
-    cp_async_commit();
-    islot = islot + 1 == S ? 0 : islot + 1;
-
+  auto fill_chunk = [&](std::int64_t c) {
+    const std::int64_t p0 = p_begin + c * KC;
+    if (p0 < p_end) fill_b<T, KC, T2, true, LDT>(bt + (c & 1) * T2 * LDT, g, p0, p_end, j0, tid, t1);
+  };
+  run_stages<S, SPC, false>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const V* a_s = as + slot * R * t1 + tid;
     V a[R];
 #pragma unroll
@@ -302,9 +268,7 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r][j] = fma(elem<T>(a[r], e), elem<T>(bv, e), acc[r][j]);
     }
-    slot = slot + 1 == S ? 0 : slot + 1;
-  }
-  cp_async_wait<0>();
+  });
 
   // The 8 lanes of a group hold partial sums over their inner positions: butterfly, so each lane has
   // the (bit-identical) total, then lane q stores the columns j with j % 8 == q.

@@ -1,5 +1,6 @@
-// Device pieces the fast TSM2 kernels share (tsm2.cu, rm_mma_kernel.cuh, rm_stream_kernel.cuh): vector types,
-// vector copies into shared memory (cp.async), the kernel arguments, the alpha/beta store, the B-tile fill.
+// Device pieces the fast TSM2 kernels share (tsm2.cu, rm_mma_kernel.cuh, rm_stream_kernel.cuh,
+// cm_dmma_kernel.cuh): vector types, vector copies into shared memory (cp.async), the kernel arguments,
+// the staged pipeline, the alpha/beta store, the B-tile fill.
 // Included by tsm2.cu and the kernel headers it includes.
 #pragma once
 
@@ -65,6 +66,42 @@ struct Args {
 /// still covered once, and the partial sums keep their split order.
 __device__ __forceinline__ int rotated_split(int split, std::int64_t row_group) {
   return static_cast<int>((blockIdx.y + row_group) % split);
+}
+
+/// The pipeline the ring-buffered TSM2 kernels share. Stage `step` of A sits in ring slot step % S while
+/// stages step + 1 .. step + S - 1 are in flight; `issue(step, slot)` queues a stage's cp.async copies.
+/// B comes in chunks of SPC stages, double buffered: `fill_chunk(c)` queues chunk c (or nothing past the
+/// end) together with the stage that starts chunk c - 1, so one block barrier per chunk makes a chunk
+/// visible and frees the other buffer. Between barriers a thread that reads only its own copies needs
+/// no sync; kWarpSync: each warp reads what its lanes copied (a __syncwarp, which also frees the slot
+/// refilled next). `compute(slot, kstep, chunk)` uses the stage in `slot`, stage kstep of its B chunk.
+/// The caller queues chunk 0 of B before, so it lands with stage 0.
+template <int S, int SPC, bool kWarpSync, class Issue, class FillChunk, class Compute>
+__device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, FillChunk&& fill_chunk,
+                                           Compute&& compute) {
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    issue(s, s);
+    cp_async_commit();
+  }
+  int slot = 0, islot = S - 1;
+  for (std::int64_t step = 0; step < nsteps; ++step) {
+    cp_async_wait<S - 2>();  // this thread's copies of stage `step` (and the B chunk queued with it)
+    const int kstep = static_cast<int>(step % SPC);
+    const std::int64_t chunk = step / SPC;
+    if (kstep == 0) {
+      __syncthreads();
+      fill_chunk(chunk + 1);
+    } else if constexpr (kWarpSync) {
+      __syncwarp();
+    }
+    issue(step + S - 1, islot);
+    cp_async_commit();
+    islot = islot + 1 == S ? 0 : islot + 1;
+    compute(slot, kstep, chunk);
+    slot = slot + 1 == S ? 0 : slot + 1;
+  }
+  cp_async_wait<0>();
 }
 
 template <class T>
