@@ -151,11 +151,7 @@ __global__ void __launch_bounds__(256) tsm2_cm_dmma_kernel(const Args<float> g) 
       for (int h = 0; h < 2; ++h) {
         const std::int64_t i = wrow + Cfg::row_of(n, 2 * tq + h);
         if (i >= g.rows) continue;
-        const float v = static_cast<float>(acc[m][n][h]);
-        if (g.split == 1)
-          store_c(g, i, j, v);
-        else
-          g.ws[(static_cast<std::int64_t>(blockIdx.y) * g.rows + i) * g.cols + j] = v;
+        store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<float>(acc[m][n][h]));
       }
   }
 }

@@ -223,10 +223,7 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
       for (int c = 0; c < 2; ++c) {
         const std::int64_t j = j0 + 8 * n + 2 * tq + c;
         if (j >= g.cols) continue;
-        if (g.split == 1)
-          store_c(g, i, j, acc[s][n][c]);
-        else
-          g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j] = acc[s][n][c];
+        store_result(g, split, i, j, acc[s][n][c]);
       }
   }
 }

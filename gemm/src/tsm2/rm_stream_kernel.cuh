@@ -133,10 +133,7 @@ __global__ void __launch_bounds__(256) tsm2_rm_stream_kernel(const Args<T> g) {
 #pragma unroll
     for (int j = 0; j < T2; ++j) {
       if (lane == j && j0 + j < g.cols) {
-        if (g.split == 1)
-          store_c(g, i, j0 + j, acc[j]);
-        else
-          g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j0 + j] = acc[j];
+        store_result(g, split, i, j0 + j, acc[j]);
       }
       acc[j] = T(0);
     }

@@ -158,23 +158,12 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
     }
   });
 
-  if (nvalid == 0) return;
-  if (g.split == 1) {
 #pragma unroll
-    for (int v = 0; v < VEC; ++v)
-      if (v < nvalid)
+  for (int v = 0; v < VEC; ++v)
+    if (v < nvalid)
 #pragma unroll
-        for (int j = 0; j < T2; ++j)
-          if (j0 + j < g.cols) store_c(g, r0 + v, j0 + j, acc[v][j]);
-  } else {
-    T* w = g.ws + (static_cast<std::int64_t>(blockIdx.y) * g.rows + r0) * g.cols + j0;
-#pragma unroll
-    for (int v = 0; v < VEC; ++v)
-      if (v < nvalid)
-#pragma unroll
-        for (int j = 0; j < T2; ++j)
-          if (j0 + j < g.cols) w[v * g.cols + j] = acc[v][j];
-  }
+      for (int j = 0; j < T2; ++j)
+        if (j0 + j < g.cols) store_result(g, static_cast<int>(blockIdx.y), r0 + v, j0 + j, acc[v][j]);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -286,10 +275,7 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
 #pragma unroll
     for (int j = 0; j < T2; ++j) {
       if ((j & (LG - 1)) != q || j0 + j >= g.cols) continue;
-      if (g.split == 1)
-        store_c(g, i, j0 + j, acc[r][j]);
-      else
-        g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j0 + j] = acc[r][j];
+      store_result(g, split, i, j0 + j, acc[r][j]);
     }
   }
 }

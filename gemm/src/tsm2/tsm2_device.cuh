@@ -110,6 +110,16 @@ __device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::i
   *out = g.beta == T(0) ? g.alpha * acc : g.alpha * acc + g.beta * *out;
 }
 
+/// Result (i, j) of the kernel's split `split`: C itself (alpha, beta) when the inner dimension is not
+/// split, else its partial sum in the workspace [split][rows][cols], added up by tsm2_reduce_kernel.
+template <class T>
+__device__ __forceinline__ void store_result(const Args<T>& g, int split, std::int64_t i, std::int64_t j, T v) {
+  if (g.split == 1)
+    store_c(g, i, j, v);
+  else
+    g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j] = v;
+}
+
 /// Queues the copy of the chunk of B (b, element (p, j) at b[p * b_rs + j * b_cs], cols columns)
 /// starting at inner index p0 into a shared tile, zero outside inner x cols: tile[pp * T2 + j]
 /// (column-major kernel) or tile[j * LDT + pp] (row-major kernels, B^T). Consecutive threads take
