@@ -50,7 +50,7 @@ if has memcheck; then
   status[memcheck]=$?
   # The kernels the trial would pick per shape, each alone: row-major A on the tensor cores and row at a
   # time, column-major float A on the tensor cores.
-  for forced in SKINNY_TSM2_RM_KERNEL=mma SKINNY_TSM2_RM_KERNEL=stream SKINNY_TSM2_CM_KERNEL=dmma; do
+  for forced in SKINNY_TSM2_RM_KERNEL=mma SKINNY_TSM2_RM_KERNEL=stream SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_CM_KERNEL=tf32; do
     env "$forced" compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 --gtest_filter='*/tsm2_f*:Tsm2.*' >>"$out/sanitizer.log" 2>&1 ||
       status[memcheck]=$?
@@ -67,7 +67,7 @@ if has racecheck; then
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}" >>"$out/sanitizer.log" 2>&1
   status[racecheck]=$?
-  for forced in SKINNY_TSM2_RM_KERNEL=mma SKINNY_TSM2_RM_KERNEL=stream SKINNY_TSM2_CM_KERNEL=dmma; do
+  for forced in SKINNY_TSM2_RM_KERNEL=mma SKINNY_TSM2_RM_KERNEL=stream SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_CM_KERNEL=tf32; do
     env "$forced" compute-sanitizer --tool racecheck --error-exitcode 9 \
       "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
       --gtest_filter="${SKINNY_RACECHECK_FILTER:-*tsm2*m7n3k1_*:*tsm2*m1n1k1_*:*tsm2*m1000n64k7_*}:*tsm2_f*m1000n16k1000_*:*tsm2_f*m7n17k10243_*" \

@@ -18,8 +18,8 @@
 //    a row-at-a-time kernel (rm_stream_kernel.cuh) are timed against it on a shape's first call and the
 //    fastest is kept. Row-major kernels rotate their split by row group (tsm2_device.cuh,
 //    rotated_split) so that the blocks running together read different columns. Column-major float A
-//    with 5..16 columns has a tensor-core candidate too (cm_dmma_kernel.cuh: DMMA on A converted to
-//    double).
+//    with 5..16 columns has two tensor-core candidates too (cm_mma_kernel.cuh: DMMA on A converted to
+//    double, and 3xTF32).
 //  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
 //    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
 //    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
@@ -35,7 +35,7 @@
 // A stage, so one barrier per chunk suffices.
 #include "../kernels/common.cuh"
 #include "../kernels/launchers.hpp"
-#include "cm_dmma_kernel.cuh"
+#include "cm_mma_kernel.cuh"
 #include "rm_mma_kernel.cuh"
 #include "rm_stream_kernel.cuh"
 #include "tall_skinny.hpp"
@@ -305,8 +305,7 @@ struct KernelInfo {
   const void* fn = nullptr;
   int t2 = 0, vec = 1;
   bool row_major = false;
-  bool tensor_cores = false;
-  bool streaming = false;  ///< the row-at-a-time kernel for few columns (rm_stream_kernel.cuh)
+  const char* name = "ffma";  ///< Tsm2Plan::kernel
   /// Tensor-core kernel: elements of the B image it reads (tsm2_b_image_kernel, launched first).
   std::int64_t (*b_image)(std::int64_t inner, int passes) = nullptr;
   const void* b_image_fn = nullptr;
@@ -355,7 +354,7 @@ KernelInfo info_mma() {
   k.t2 = C::T2;
   k.vec = C::VEC;
   k.row_major = true;
-  k.tensor_cores = true;
+  k.name = std::is_same_v<T, float> ? "3xtf32" : "dmma";
   set_config_figures<C>(k);
   return k;
 }
@@ -370,7 +369,7 @@ KernelInfo info_stream() {
   k.t2 = T2;
   k.vec = C::VEC;
   k.row_major = true;
-  k.streaming = true;
+  k.name = "stream";
   k.loads_in_flight = C::loads_in_flight();
   k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
   k.kc = C::WARP_STEP;
@@ -388,24 +387,28 @@ KernelInfo pick_stream_kernel(std::int64_t cols) {
 }
 constexpr std::int64_t kMaxStreamCols = 8;
 
-/// The column-major float kernel on the FP64 tensor cores (cm_dmma_kernel.cuh), 8 * NT columns per pass.
-template <int NT>
-KernelInfo info_cm_dmma() {
-  using C = CmDmmaCfg<NT>;
+/// A column-major float kernel on the tensor cores (cm_mma_kernel.cuh), 8 * NT columns per pass.
+template <CmMath M, int NT>
+KernelInfo info_cm_mma() {
+  using C = CmMmaCfg<M, NT>;
   KernelInfo k;
-  k.fn = reinterpret_cast<const void*>(&tsm2_cm_dmma_kernel<NT>);
+  k.fn = reinterpret_cast<const void*>(&tsm2_cm_mma_kernel<M, NT>);
   k.t2 = C::T2;
   k.vec = C::VEC;
-  k.tensor_cores = true;
+  k.name = C::kTf32 ? "3xtf32" : "dmma";
   set_config_figures<C>(k);
   return k;
 }
 
-/// 8 columns per pass up to 8, else 16: beyond 16 the DMMA issues per element of A (a quarter per 8
-/// columns and lane) approach the FFMA kernel's cost, and the double accumulators its registers.
-KernelInfo pick_cm_dmma_kernel(std::int64_t cols) { return cols <= 8 ? info_cm_dmma<1>() : info_cm_dmma<2>(); }
-/// The column widths it is timed for by default: with <= 4 the FFMA kernel reads at the ceiling.
-constexpr std::int64_t kMinCmDmmaCols = 5, kMaxCmDmmaCols = 16;
+/// DMMA: 8 columns per pass up to 8, else 16: beyond 16 the DMMA issues per element of A (a quarter per
+/// 8 columns and lane) approach the FFMA kernel's cost, and the double accumulators its registers.
+KernelInfo pick_cm_dmma_kernel(std::int64_t cols) {
+  return cols <= 8 ? info_cm_mma<CmMath::dmma, 1>() : info_cm_mma<CmMath::dmma, 2>();
+}
+/// 3xTF32: one m16 tile, 16 columns per pass (fewer columns cost no more issues, only idle tensor work).
+KernelInfo pick_cm_tf32_kernel() { return info_cm_mma<CmMath::tf32x3, 2>(); }
+/// The column widths they are timed for by default: with <= 4 the FFMA kernel reads at the ceiling.
+constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 
 /// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
 ///   SKINNY_TSM2_T1=n          only this t1 (no trial)
@@ -415,13 +418,14 @@ constexpr std::int64_t kMinCmDmmaCols = 5, kMaxCmDmmaCols = 16;
 ///   SKINNY_TSM2_RM_KERNEL=k   row-major A on one kernel only: the tensor cores (mma), the FFMA kernel
 ///                             (ffma) or, for <= 8 columns, the row-at-a-time kernel (stream)
 ///   SKINNY_TSM2_CM_KERNEL=k   column-major float A (16-byte path) on one kernel only: the FP64
-///                             tensor cores (dmma, any width) or the FFMA kernel (ffma)
+///                             tensor cores (dmma), 3xTF32 (tf32; both any width) or the FFMA kernel
+///                             (ffma)
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
   std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
-  std::string cm_kernel;  ///< "", "dmma" or "ffma"
+  std::string cm_kernel;  ///< "", "dmma", "tf32" or "ffma"
   bool verbose = false;
 };
 const Tuning& tuning() {
@@ -549,8 +553,7 @@ Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts&
   p.t3 = k.loads_in_flight;
   p.vec = k.vec;
   p.a_row_major = k.row_major;
-  p.tensor_cores = k.tensor_cores;
-  p.streaming = k.streaming;
+  p.kernel = k.name;
   p.rows_per_block = k.rows_per_block(t1);
   p.passes = static_cast<int>(ceil_div(s.cols, k.t2));
   p.blocks_per_sm = occ;
@@ -683,18 +686,20 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // cores win in double (K-means shape 96 % against 82 %) and in float up to k = 8; in float at k = 16
   // the 3xTF32 work makes them slower than the FFMA kernel on some shapes; with <= 8 columns the
   // row-at-a-time kernel reads A in longer runs. Column-major float A with 5..16 columns has the FFMA
-  // kernel at full and half width and the DMMA kernel, which wins where the FFMA kernel has too few
-  // warps (n = 10240). Without a trial the first candidate runs: the tensor cores for row-major double,
-  // else the FFMA kernel (no B image to build for small problems).
+  // kernel at full and half width and the tensor-core kernels (DMMA, 3xTF32). Without a trial the
+  // first candidate runs: the tensor cores for row-major double, else the FFMA kernel (no B image to
+  // build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
   if (!rm && vec && kernels[0].t2 == 16) kernels.push_back(pick_narrow_kernel<T>());
   const std::string& cm_only = tuning().cm_kernel;
   if (std::is_same_v<T, float> && !rm && vec && dev.tensor_cores && cm_only != "ffma") {
-    const KernelInfo dmma = pick_cm_dmma_kernel(t.cols);
+    const KernelInfo dmma = pick_cm_dmma_kernel(t.cols), tf32 = pick_cm_tf32_kernel();
     if (cm_only == "dmma")
       kernels = {dmma};
-    else if (t.cols >= kMinCmDmmaCols && t.cols <= kMaxCmDmmaCols)
-      kernels.push_back(dmma);
+    else if (cm_only == "tf32")
+      kernels = {tf32};
+    else if (t.cols >= kMinCmMmaCols && t.cols <= kMaxCmMmaCols)
+      kernels.insert(kernels.end(), {dmma, tf32});
   }
   const std::string& only = tuning().rm_kernel;
   if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
@@ -865,10 +870,9 @@ void launch_typed(const Problem& prob, Context& ctx) {
 std::string Tsm2Plan::describe() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "tsm2 %s%s t1=%d t2=%d t3=%d split=%d passes=%d rows/block=%d inner/split=%lld grid=%lldx%d "
+                "tsm2 %s %s vec=%d t1=%d t2=%d t3=%d split=%d passes=%d rows/block=%d inner/split=%lld grid=%lldx%d "
                 "occ=%d/SM smem=%zuB in-flight=%.2fMB (need %.2fMB) partials=%.2f%% model(t2=%d,t3=%d)%s",
-                a_row_major ? "row-major" : "col-major",
-                tensor_cores ? " mma" : streaming ? " stream" : vec > 1 ? " vec" : " scalar", t1, t2, t3, split, passes,
+                a_row_major ? "row-major" : "col-major", kernel, vec, t1, t2, t3, split, passes,
                 rows_per_block, static_cast<long long>(inner_per_split), static_cast<long long>(grid_x), split,
                 blocks_per_sm, smem_bytes, bytes_in_flight / 1e6, bytes_in_flight_needed / 1e6,
                 partial_fraction * 100, model_t2, model_t3, from_trial ? " trial" : "");

@@ -1,5 +1,5 @@
 // Device pieces the fast TSM2 kernels share (tsm2.cu, rm_mma_kernel.cuh, rm_stream_kernel.cuh,
-// cm_dmma_kernel.cuh): vector types, vector copies into shared memory (cp.async), the kernel arguments,
+// cm_mma_kernel.cuh): vector types, vector copies into shared memory (cp.async), the kernel arguments,
 // the staged pipeline, the alpha/beta store, the B-tile fill.
 // Included by tsm2.cu and the kernel headers it includes.
 #pragma once

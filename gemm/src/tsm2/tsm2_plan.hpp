@@ -18,9 +18,10 @@ struct Tsm2Plan {
   int split = 1;  ///< blocks sharing a row group along the inner dimension; 1: C is written directly
   int passes = 1;              ///< ceil(cols / t2): passes over A (run as neighbouring blocks)
   int vec = 1;                 ///< elements of A per load: 16 / sizeof(T), or 1 on the scalar fallback
-  bool a_row_major = false;    ///< the row-major (lane-group) kernel, else the column-major one
-  bool tensor_cores = false;   ///< the row-major kernel on the tensor cores (3xTF32 / DMMA)
-  bool streaming = false;      ///< the row-major row-at-a-time kernel (<= 8 columns)
+  bool a_row_major = false;    ///< a row-major kernel, else a column-major one
+  /// The kernel: "ffma" (tsm2.cu), "stream" (row-major, row at a time, <= 8 columns), or the tensor
+  /// cores: "3xtf32" (float) or "dmma" (row-major double; column-major float converted to double).
+  const char* kernel = "ffma";
   int rows_per_block = 0;      ///< rows of A (and C) one block covers
   std::int64_t inner_per_split = 0;  ///< inner elements each split covers (a multiple of the B tile)
   std::int64_t grid_x = 0;     ///< blocks along x: row groups x passes; grid y = split

@@ -1,0 +1,307 @@
+// TSM2 for column-major float A on the tensor cores: C = alpha * A * B + beta * C, a trial candidate
+// beside the FFMA kernel (tsm2.cu) for 5..16 columns, in two kinds of arithmetic:
+//  * CmMath::dmma: A converted to double on the FP64 tensor cores (mma.m8n8k4), 8 or 16 columns per
+//    pass. Exact products, double sums.
+//  * CmMath::tf32x3: 3xTF32 on mma.m16n8k8, 16 columns per pass (fewer are zero rows of the tile):
+//    each element of A split into TF32 halves (tensor_core.cuh), B split once per chunk into shared
+//    memory; the error is that of float arithmetic.
+//
+// Why (measured on the H100, bench/results/h100/2026-11-23_cm-dmma/steps and …/2026-11-23_cm-tf32/steps):
+// at k = 8 and 16 the FFMA kernel spends k multiply-adds per element of A and is issue-bound at 8-12
+// warps per SM (ncu: 50 % issue-active). Here an element of A costs a quarter of a 16-byte shared load
+// plus, in DMMA, one conversion to double and, per 8 columns, a quarter of a DMMA issue per lane; in
+// 3xTF32 five integer and float operations (the split) and 3/64 of an mma issue for all 16 columns.
+// Three things held both kernels back and were mended: a test per copy in the copy loop (the
+// instructions of the whole stage's copies now run without one), B^T fragments that needed register
+// moves (now read in register order), and copies that straddled 128-byte lines of shared memory (see
+// CmMmaCfg::PITCH): together they took 3xTF32 at n = 10240, k = 16 from 73 to 89 % of the ceiling. The trial
+// keeps the fastest of these and the FFMA kernel. Measured and not kept: DMMA on double A (never faster
+// than the FFMA kernel: 88-92 % against 90-97 %), 64 rows per warp, and an integer float-to-double
+// conversion in place of F2F (no gain).
+//
+// C^T (cols x rows) = B^T (cols x inner) * A^T (inner x rows): B^T is the row-major A operand of the
+// mma, A^T its column-major B operand. In DMMA (m8n8k4) lane (g, t) = (lane / 4, lane % 4) holds
+// B^T(g, t) and A^T(t, g) and accumulates C^T(g, 2t) and C^T(g, 2t + 1); in TF32 (m16n8k8) it holds
+// B^T(g or g + 8, t or t + 4) and A^T(t or t + 4, g) and accumulates C^T(g or g + 8, 2t or 2t + 1). Any
+// bijection of rows onto an n-tile's 8 positions, and of inner indices onto a k-step's, gives the
+// same sums, so both are chosen for 16-byte reads:
+//  * rows: a warp owns 32 rows as 4 n-tiles; position q of n-tile n is row 4q + n, so lane (g, t) finds
+//    its 4 rows as one float4 at row 4g.
+//  * inner: within each 8 inner indices, lane t takes indices 2t and 2t + 1 (DMMA: one per k4 step of
+//    a pair; TF32: positions t and t + 4 of the k8 step), so a lane reads its two B^T values of a
+//    column as one float2 (DMMA) or, with their TF32 halves beside them, one float4 (TF32).
+// A is streamed through a cp.async ring per warp (stage: 16 columns x 32 rows; a warp reads only what
+// its lanes copied: a __syncwarp, no block barrier), each column's 32 rows as one aligned 128-byte line
+// with its 16-byte pieces permuted so that the fragment reads are conflict-free (CmMmaCfg::piece); B^T
+// rows are padded for the same reason. B^T chunks are double buffered and filled with the stage that
+// starts the previous chunk (one __syncthreads per chunk), as in the FFMA kernel. In 3xTF32 each thread
+// first copies its elements of a chunk raw (cp.async) and splits them into the shared buffer one chunk
+// later, when its own copies have landed: the block barrier of the next chunk then publishes them, so
+// the split costs no barrier of its own.
+// Included only by tsm2.cu.
+#pragma once
+
+#include "../tensor_core.cuh"
+#include "tsm2_device.cuh"
+
+#include <cstdint>
+#include <type_traits>
+
+namespace skinny::gemm::detail::tsm2_device {
+
+enum class CmMath { dmma, tf32x3 };
+
+template <CmMath M, int NT>
+struct CmMmaCfg {
+  using T = float;
+  using V = float4;
+  static constexpr bool kTf32 = M == CmMath::tf32x3;
+  static_assert(!kTf32 || NT == 2, "3xTF32 covers 16 columns per m16 tile");
+  static constexpr int VEC = 4;           ///< rows per 16-byte copy and read
+  static constexpr int T2 = 8 * NT;       ///< columns of C per pass: NT m-tiles of 8
+  static constexpr int ROWS_PER_WARP = 32;
+  static constexpr int NR = ROWS_PER_WARP / 8;  ///< n-tiles of 8 rows per warp
+  static constexpr int G = 16;            ///< columns of A per stage (two k8 steps)
+  /// Stages in each warp's ring (S - 1 in flight) and inner elements per B^T chunk. 3xTF32 needs fewer
+  /// registers than DMMA's double accumulators, so its shared memory sets the occupancy: 3 stages and
+  /// chunks of 32 fit 3 blocks of 256 threads per SM instead of 2 (on the H100, n = 10240: 85-87 % of
+  /// the read ceiling against 82-84 % with 4 stages and chunks of 64; n >= 20480 the same).
+  static constexpr int S = kTf32 ? 3 : 4;
+  /// A stage holds each column's 32 rows as 128 aligned bytes, its eight 16-byte pieces permuted:
+  /// piece q of column c sits at q ^ swizzle(c). Aligned lines matter to the copies: padded columns
+  /// (a pitch of 36 floats) made the cp.async writes straddle 128-byte lines of shared memory, and the
+  /// H100 split them into partial requests to L2 that fetched about half the sectors twice (ncu:
+  /// 2.5x the L2 requests of the FFMA kernel for the same bytes of A). The permutation keeps the
+  /// fragment reads conflict-free: a quarter warp reads pieces g (two of them) of columns 8u + 2t + s
+  /// (four t), and g ^ 2t are eight distinct pieces.
+  static constexpr int PITCH = ROWS_PER_WARP;
+  __host__ __device__ static constexpr int swizzle(int c) { return ((c >> 1) & 3) << 1; }
+  /// Offset of rows 4q .. 4q + 3 of column c in a stage.
+  __host__ __device__ static constexpr int piece(int c, int q) { return c * PITCH + VEC * (q ^ swizzle(c)); }
+  static_assert(swizzle(8 + 2 * 3 + 1) == 2 * 3 && swizzle(2 * 2) == 2 * 2, "columns 8u + 2t + s swizzle by 2t");
+  static constexpr int KC = kTf32 ? 32 : 64;
+  static constexpr int SPC = KC / G;      ///< stages per chunk
+  /// Padded row of the B^T tile. DMMA: a row per column of B, KC + 8 floats, so a half warp's float2
+  /// reads (rows g in 0..3, offsets 2t) cover the 32 banks once. TF32: a row per pair of columns g and
+  /// g + 8 holding, per pair of inner indices (2i, 2i + 1), the high halves of (g, 2i), (g + 8, 2i),
+  /// (g, 2i + 1), (g + 8, 2i + 1) (the mma's A fragment in register order) and then the low halves:
+  /// 4 KC floats + 4, so a quarter warp's float4 reads (rows g in 0..1, offsets 8t) fall in distinct
+  /// banks.
+  static constexpr int LDB = kTf32 ? 4 * KC + 4 : KC + 8;
+  static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
+  static_assert(G % 8 == 0 && NR == VEC, "k8 steps; a warp's rows are one vector per lane");
+  static constexpr int STAGE = G * PITCH;  ///< floats of one warp's stage
+  static constexpr int LANES_PER_COLUMN = ROWS_PER_WARP / VEC;
+  static constexpr int COLUMNS_PER_COPY = 32 / LANES_PER_COLUMN;  ///< columns one copy instruction covers
+  static constexpr int COPIES = G / COLUMNS_PER_COPY;  ///< 16-byte copies per lane per stage
+  static constexpr int B_BUF = (kTf32 ? T2 / 2 : T2) * LDB;  ///< floats of one B^T buffer
+  static constexpr int B_RAW = kTf32 ? T2 * KC : 0;  ///< floats of one raw B^T chunk (3xTF32)
+  __host__ __device__ static std::size_t ring_bytes(int t1) { return std::size_t(t1 / 32) * S * STAGE * sizeof(T); }
+  static std::size_t smem(int t1) { return ring_bytes(t1) + sizeof(T) * 2 * (B_BUF + B_RAW); }
+  __host__ __device__ static int rows_per_block(int t1) { return t1 / 32 * ROWS_PER_WARP; }
+  static int loads_in_flight() { return (S - 1) * COPIES; }
+  static int bytes_in_flight_per_thread() { return (S - 1) * COPIES * 16; }
+  /// Row (0 .. 31 of the warp's) at position q of n-tile n.
+  __host__ __device__ static constexpr int row_of(int n, int q) { return VEC * q + n; }
+  /// Offset of B^T(j, pp) (pp within the chunk) in a 3xTF32 buffer; its low TF32 half is 4 further.
+  __host__ __device__ static constexpr int tf32_slot(int j, int pp) {
+    return (j & 7) * LDB + 8 * (pp >> 1) + 2 * (pp & 1) + (j >> 3);
+  }
+};
+
+/// 3xTF32, raw B^T chunks: element idx (0 .. T2 x KC - 1) of a chunk is B^T(j, pp), with consecutive idx
+/// at consecutive addresses of B (j fastest when B is row-major: a 4-byte gather along the inner
+/// dimension of a row-major B would fetch a 32-byte sector per element).
+template <class Cfg>
+__device__ __forceinline__ void raw_b_element(int idx, bool j_fast, int& j, int& pp) {
+  j = j_fast ? idx % Cfg::T2 : idx / Cfg::KC;
+  pp = j_fast ? idx / Cfg::T2 : idx % Cfg::KC;
+}
+
+/// Queues thread `tid`'s raw copies of the B^T chunk at inner index p0 (elements tid, tid + t1, ..),
+/// zero outside inner x cols.
+template <class Cfg>
+__device__ __forceinline__ void copy_raw_b(float* raw, const Args<float>& g, std::int64_t p0, std::int64_t p_end,
+                                           std::int64_t j0, int tid, int t1) {
+  for (int idx = tid; idx < Cfg::T2 * Cfg::KC; idx += t1) {
+    int j, pp;
+    raw_b_element<Cfg>(idx, g.b_cs == 1, j, pp);
+    const std::int64_t p = p0 + pp, jc = j0 + j;
+    const bool ok = p < p_end && jc < g.cols;
+    cp_async<4>(raw + idx, ok ? g.b + p * g.b_rs + jc * g.b_cs : g.b, ok ? 4 : 0);
+  }
+}
+
+/// Splits the same elements, once this thread's copies have landed, into a B^T buffer.
+template <class Cfg>
+__device__ __forceinline__ void split_raw_b(float* buf, const float* raw, const Args<float>& g, int tid, int t1) {
+  for (int idx = tid; idx < Cfg::T2 * Cfg::KC; idx += t1) {
+    int j, pp;
+    raw_b_element<Cfg>(idx, g.b_cs == 1, j, pp);
+    const Tf32Pair s = split_tf32(raw[idx]);
+    const int slot = Cfg::tf32_slot(j, pp);
+    buf[slot] = __uint_as_float(s.hi);
+    buf[slot + 4] = __uint_as_float(s.lo);
+  }
+}
+
+template <CmMath M, int NT>
+__global__ void __launch_bounds__(256) tsm2_cm_mma_kernel(const Args<float> g) {
+  using Cfg = CmMmaCfg<M, NT>;
+  using T = float;
+  using V = float4;
+  constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, PITCH = Cfg::PITCH, KC = Cfg::KC, SPC = Cfg::SPC,
+                LDB = Cfg::LDB, T2 = Cfg::T2, NR = Cfg::NR, STAGE = Cfg::STAGE, COPIES = Cfg::COPIES,
+                LPC = Cfg::LANES_PER_COLUMN, CPC = Cfg::COLUMNS_PER_COPY, B_BUF = Cfg::B_BUF, B_RAW = Cfg::B_RAW;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int t1 = blockDim.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  T* ring = reinterpret_cast<T*>(smem) + warp * S * STAGE;   // this warp's [S][G][PITCH], swizzled
+  T* bt = reinterpret_cast<T*>(smem + Cfg::ring_bytes(t1));  // [2][B_BUF]
+  T* raw = bt + 2 * B_BUF;                                   // 3xTF32: [2][B_RAW]
+
+  const int pass = static_cast<int>(blockIdx.x % static_cast<unsigned>(g.passes));
+  const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
+  const std::int64_t wrow = rg * Cfg::rows_per_block(t1) + static_cast<std::int64_t>(warp) * Cfg::ROWS_PER_WARP;
+  const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
+  const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
+  const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
+
+  // Lane `lane` copies rows wrow + VEC (lane % LPC) .. + VEC - 1 of columns lane / LPC + CPC i of a
+  // stage (LPC lanes cover a column's 32 rows). Rows past the edge are zero and never stored.
+  const int copy_row = VEC * (lane % LPC), copy_col = lane / LPC;
+  const std::int64_t rows_left = g.rows - (wrow + copy_row);
+  const int row_bytes = rows_left <= 0 ? 0 : static_cast<int>(rows_left >= VEC ? VEC : rows_left) * int(sizeof(T));
+  const T* a_rows = g.a + (row_bytes > 0 ? wrow + copy_row : 0);
+  // The common case, whole rows and a whole stage, runs without a test per copy from a source pointer
+  // carried from stage to stage (the compiler would otherwise recompute the addresses every stage).
+  const bool whole_rows = row_bytes == VEC * int(sizeof(T));
+  const std::int64_t copy_stride = CPC * g.lda;
+  const T* next_src = a_rows + (p_begin + copy_col) * g.lda;
+  int dst_offset[COPIES];  // of this lane's pieces in a stage
+#pragma unroll
+  for (int i = 0; i < COPIES; ++i) dst_offset[i] = Cfg::piece(copy_col + CPC * i, copy_row / VEC);
+  auto issue = [&](std::int64_t step, int slot) {
+    if (step >= nsteps) return;
+    const std::int64_t p0 = p_begin + step * G;
+    const T* src = next_src;
+    next_src += G * g.lda;
+    if (whole_rows && p0 + G <= p_end) {
+#pragma unroll
+      for (int i = 0; i < COPIES; ++i)
+        cp_async<16>(ring + slot * STAGE + dst_offset[i], src + i * copy_stride, 16);
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+      const int c = copy_col + CPC * i;
+      const bool ok = p0 + c < p_end && row_bytes > 0;
+      copy_vector(reinterpret_cast<V*>(ring + slot * STAGE + dst_offset[i]), ok ? a_rows + (p0 + c) * g.lda : g.a,
+                  ok ? row_bytes : 0, g.a);
+    }
+  };
+
+  // acc[m][n][h]: C(row wrow + row_of(n, 2t + h), column j0 + 8m + g).
+  using Acc = std::conditional_t<Cfg::kTf32, float, double>;
+  Acc acc[NT][NR][2];
+#pragma unroll
+  for (int m = 0; m < NT; ++m)
+#pragma unroll
+    for (int n = 0; n < NR; ++n) acc[m][n][0] = acc[m][n][1] = Acc(0);
+
+  // B^T chunk c goes to buffer c & 1. 3xTF32: chunk 0 is copied and split now, chunk 1 copied with
+  // stage 0; at the start of chunk c the copies of chunk c + 1 have landed (they went with a stage at
+  // most SPC earlier), so they are split into the free buffer and chunk c + 2 is copied raw.
+  if constexpr (Cfg::kTf32) {
+    copy_raw_b<Cfg>(raw, g, p_begin, p_end, j0, tid, t1);
+    cp_async_commit();
+    cp_async_wait<0>();
+    split_raw_b<Cfg>(bt, raw, g, tid, t1);
+    if (p_begin + KC < p_end) copy_raw_b<Cfg>(raw + B_RAW, g, p_begin + KC, p_end, j0, tid, t1);
+  } else {
+    fill_b<T, KC, T2, true, LDB>(bt, g, p_begin, p_end, j0, tid, t1);
+  }
+  auto fill_chunk = [&](std::int64_t c) {
+    const std::int64_t p0 = p_begin + c * KC;
+    if (p0 >= p_end) return;
+    if constexpr (Cfg::kTf32) {
+      split_raw_b<Cfg>(bt + (c & 1) * B_BUF, raw + (c & 1) * B_RAW, g, tid, t1);
+      if (p0 + KC < p_end) copy_raw_b<Cfg>(raw + ((c + 1) & 1) * B_RAW, g, p0 + KC, p_end, j0, tid, t1);
+    } else {
+      fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
+    }
+  };
+  run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+    // Lane (g, t) reads piece g of columns 8u + 2t + s, whose swizzle is 2t.
+    const T* a_s = ring + slot * STAGE + VEC * (gq ^ (2 * tq));
+    if constexpr (Cfg::kTf32) {
+      // One k-group per stage into a fresh accumulator (the tensor cores add by truncation), then
+      // round-to-nearest adds into the running sums.
+      const T* b_s = bt + (chunk & 1) * B_BUF + gq * LDB + 4 * kstep * G + 8 * tq;
+      float d[NR][4];
+#pragma unroll
+      for (int n = 0; n < NR; ++n) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.f;
+#pragma unroll
+      for (int u = 0; u < G / 8; ++u) {
+        // The A fragment: B^T(column g, g + 8; inner 8u + 2t, 8u + 2t + 1), high and low halves.
+        const float4 hi = *reinterpret_cast<const float4*>(b_s + 32 * u);
+        const float4 lo = *reinterpret_cast<const float4*>(b_s + 32 * u + 4);
+        const Tf32Pair a0{__float_as_uint(hi.x), __float_as_uint(lo.x)};
+        const Tf32Pair a1{__float_as_uint(hi.y), __float_as_uint(lo.y)};
+        const Tf32Pair a2{__float_as_uint(hi.z), __float_as_uint(lo.z)};
+        const Tf32Pair a3{__float_as_uint(hi.w), __float_as_uint(lo.w)};
+        // A(row 4g + n, inner 8u + 2t) and (.., 8u + 2t + 1) for n-tile n
+        Tf32Pair x0[NR], x1[NR];
+        split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq) * PITCH), x0);
+        split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + 1) * PITCH), x1);
+#pragma unroll
+        for (int n = 0; n < NR; ++n) mma_3xtf32(d[n], a0, a1, a2, a3, x0[n].hi, x1[n].hi, x0[n].lo, x1[n].lo);
+      }
+#pragma unroll
+      for (int n = 0; n < NR; ++n) {
+        acc[0][n][0] += d[n][0];
+        acc[0][n][1] += d[n][1];
+        acc[1][n][0] += d[n][2];
+        acc[1][n][1] += d[n][3];
+      }
+    } else {
+      const T* b_s = bt + (chunk & 1) * B_BUF + gq * LDB + kstep * G + 2 * tq;
+#pragma unroll
+      for (int u = 0; u < G / 8; ++u) {
+        double bf[NT][2];  // B^T(column 8m + g, inner 8u + 2t + s)
+#pragma unroll
+        for (int m = 0; m < NT; ++m) {
+          const float2 b2 = *reinterpret_cast<const float2*>(b_s + 8 * m * LDB + 8 * u);
+          bf[m][0] = b2.x;
+          bf[m][1] = b2.y;
+        }
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          // A(row 4g + n, inner 8u + 2t + s) for n-tile n
+          const V v = *reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + s) * PITCH);
+          const double af[NR] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int m = 0; m < NT; ++m)
+#pragma unroll
+            for (int n = 0; n < NR; ++n) mma_f64(acc[m][n], bf[m][s], af[n]);
+        }
+      }
+    }
+  });
+
+#pragma unroll
+  for (int m = 0; m < NT; ++m) {
+    const std::int64_t j = j0 + 8 * m + gq;
+    if (j >= g.cols) continue;
+#pragma unroll
+    for (int n = 0; n < NR; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::int64_t i = wrow + Cfg::row_of(n, 2 * tq + h);
+        if (i >= g.rows) continue;
+        store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<float>(acc[m][n][h]));
+      }
+  }
+}
+
+}  // namespace skinny::gemm::detail::tsm2_device
