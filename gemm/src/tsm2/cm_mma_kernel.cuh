@@ -1,10 +1,10 @@
-// TSM2 for column-major float A on the tensor cores: C = alpha * A * B + beta * C, a trial candidate
-// beside the FFMA kernel (tsm2.cu) for 5..16 columns, in two kinds of arithmetic:
-//  * CmMath::dmma: A converted to double on the FP64 tensor cores (mma.m8n8k4), 8 or 16 columns per
-//    pass. Exact products, double sums.
-//  * CmMath::tf32x3: 3xTF32 on mma.m16n8k8, 16 columns per pass (fewer are zero rows of the tile):
-//    each element of A split into TF32 halves (tensor_core.cuh), B split once per chunk into shared
-//    memory; the error is that of float arithmetic.
+// TSM2 for column-major A on the tensor cores: C = alpha * A * B + beta * C, a trial candidate beside
+// the FFMA kernel (tsm2.cu) for 5..16 columns, in two kinds of arithmetic:
+//  * CmMath::dmma: DMMA (mma.m8n8k4 in double), 8 or 16 columns per pass; float A is converted to
+//    double. Exact products (float A), double sums.
+//  * CmMath::tf32x3 (float A): 3xTF32 on mma.m16n8k8, 16 columns per pass (fewer are zero rows of
+//    the tile): each element of A split into TF32 halves (tensor_core.cuh), B split once per chunk
+//    into shared memory; the error is that of float arithmetic.
 //
 // Why (measured on the H100, bench/results/h100/2026-11-23_cm-dmma/steps and …/2026-11-23_cm-tf32/steps):
 // at k = 8 and 16 the FFMA kernel spends k multiply-adds per element of A and is issue-bound at 8-12
@@ -14,10 +14,11 @@
 // Three things held both kernels back and were mended: a test per copy in the copy loop (the
 // instructions of the whole stage's copies now run without one), B^T fragments that needed register
 // moves (now read in register order), and copies that straddled 128-byte lines of shared memory (see
-// CmMmaCfg::PITCH): together they took 3xTF32 at n = 10240, k = 16 from 73 to 89 % of the ceiling. The trial
-// keeps the fastest of these and the FFMA kernel. Measured and not kept: DMMA on double A (never faster
-// than the FFMA kernel: 88-92 % against 90-97 %), 64 rows per warp, and an integer float-to-double
-// conversion in place of F2F (no gain).
+// CmMmaCfg::PITCH): together they took 3xTF32 at n = 10240, k = 16 from 73 to 89 % of the ceiling,
+// and they made DMMA worth running on double A (k = 16: 93-96 % against the FFMA kernel's 87-93 %,
+// where a first DMMA kernel for double A, before these changes, had been slower than the FFMA one).
+// The trial keeps the fastest of these and the FFMA kernel. Measured and not kept: 64 rows per warp,
+// and an integer float-to-double conversion in place of F2F (no gain).
 //
 // C^T (cols x rows) = B^T (cols x inner) * A^T (inner x rows): B^T is the row-major A operand of the
 // mma, A^T its column-major B operand. In DMMA (m8n8k4) lane (g, t) = (lane / 4, lane % 4) holds
@@ -25,13 +26,14 @@
 // B^T(g or g + 8, t or t + 4) and A^T(t or t + 4, g) and accumulates C^T(g or g + 8, 2t or 2t + 1). Any
 // bijection of rows onto an n-tile's 8 positions, and of inner indices onto a k-step's, gives the
 // same sums, so both are chosen for 16-byte reads:
-//  * rows: a warp owns 32 rows as 4 n-tiles; position q of n-tile n is row 4q + n, so lane (g, t) finds
-//    its 4 rows as one float4 at row 4g.
+//  * rows: a warp owns 128 bytes of rows, VEC n-tiles (VEC = 4 floats or 2 doubles per 16 bytes);
+//    position q of n-tile n is row VEC q + n, so lane (g, t) finds its VEC rows as one vector at row
+//    VEC g.
 //  * inner: within each 8 inner indices, lane t takes indices 2t and 2t + 1 (DMMA: one per k4 step of
 //    a pair; TF32: positions t and t + 4 of the k8 step), so a lane reads its two B^T values of a
-//    column as one float2 (DMMA) or, with their TF32 halves beside them, one float4 (TF32).
-// A is streamed through a cp.async ring per warp (stage: 16 columns x 32 rows; a warp reads only what
-// its lanes copied: a __syncwarp, no block barrier), each column's 32 rows as one aligned 128-byte line
+//    column as one 2-vector (DMMA) or, with their TF32 halves beside them, one float4 (TF32).
+// A is streamed through a cp.async ring per warp (stage: 16 columns x 128 bytes; a warp reads only what
+// its lanes copied: a __syncwarp, no block barrier), each column's rows as one aligned 128-byte line
 // with its 16-byte pieces permuted so that the fragment reads are conflict-free (CmMmaCfg::piece); B^T
 // rows are padded for the same reason. B^T chunks are double buffered and filled with the stage that
 // starts the previous chunk (one __syncthreads per chunk), as in the FFMA kernel. In 3xTF32 each thread
@@ -51,23 +53,23 @@ namespace skinny::gemm::detail::tsm2_device {
 
 enum class CmMath { dmma, tf32x3 };
 
-template <CmMath M, int NT>
+template <class T_, CmMath M, int NT>
 struct CmMmaCfg {
-  using T = float;
-  using V = float4;
+  using T = T_;
   static constexpr bool kTf32 = M == CmMath::tf32x3;
-  static_assert(!kTf32 || NT == 2, "3xTF32 covers 16 columns per m16 tile");
-  static constexpr int VEC = 4;           ///< rows per 16-byte copy and read
+  static_assert(!kTf32 || (NT == 2 && std::is_same_v<T, float>), "3xTF32: float, 16 columns per m16 tile");
+  static constexpr int VEC = 16 / int(sizeof(T));  ///< rows per 16-byte copy and read
+  using V = typename VecOf<T, VEC>::type;
   static constexpr int T2 = 8 * NT;       ///< columns of C per pass: NT m-tiles of 8
-  static constexpr int ROWS_PER_WARP = 32;
-  static constexpr int NR = ROWS_PER_WARP / 8;  ///< n-tiles of 8 rows per warp
+  static constexpr int NR = VEC;          ///< n-tiles of 8 rows per warp: a lane's rows are one vector
+  static constexpr int ROWS_PER_WARP = 8 * NR;  ///< 128 bytes of each column
   static constexpr int G = 16;            ///< columns of A per stage (two k8 steps)
   /// Stages in each warp's ring (S - 1 in flight) and inner elements per B^T chunk. 3xTF32 needs fewer
   /// registers than DMMA's double accumulators, so its shared memory sets the occupancy: 3 stages and
   /// chunks of 32 fit 3 blocks of 256 threads per SM instead of 2 (on the H100, n = 10240: 85-87 % of
   /// the read ceiling against 82-84 % with 4 stages and chunks of 64; n >= 20480 the same).
   static constexpr int S = kTf32 ? 3 : 4;
-  /// A stage holds each column's 32 rows as 128 aligned bytes, its eight 16-byte pieces permuted:
+  /// A stage holds each column's rows as 128 aligned bytes, its eight 16-byte pieces permuted:
   /// piece q of column c sits at q ^ swizzle(c). Aligned lines matter to the copies: padded columns
   /// (a pitch of 36 floats) made the cp.async writes straddle 128-byte lines of shared memory, and the
   /// H100 split them into partial requests to L2 that fetched about half the sectors twice (ncu:
@@ -81,21 +83,22 @@ struct CmMmaCfg {
   static_assert(swizzle(8 + 2 * 3 + 1) == 2 * 3 && swizzle(2 * 2) == 2 * 2, "columns 8u + 2t + s swizzle by 2t");
   static constexpr int KC = kTf32 ? 32 : 64;
   static constexpr int SPC = KC / G;      ///< stages per chunk
-  /// Padded row of the B^T tile. DMMA: a row per column of B, KC + 8 floats, so a half warp's float2
-  /// reads (rows g in 0..3, offsets 2t) cover the 32 banks once. TF32: a row per pair of columns g and
+  /// Padded row of the B^T tile. DMMA: a row per column of B, KC + 8 elements, so a half warp's float2
+  /// reads (rows g in 0..3, offsets 2t) cover the 32 banks once, and a quarter warp's double2 reads
+  /// (rows g in 0..1) fall in distinct banks. TF32: a row per pair of columns g and
   /// g + 8 holding, per pair of inner indices (2i, 2i + 1), the high halves of (g, 2i), (g + 8, 2i),
   /// (g, 2i + 1), (g + 8, 2i + 1) (the mma's A fragment in register order) and then the low halves:
   /// 4 KC floats + 4, so a quarter warp's float4 reads (rows g in 0..1, offsets 8t) fall in distinct
   /// banks.
   static constexpr int LDB = kTf32 ? 4 * KC + 4 : KC + 8;
   static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
-  static_assert(G % 8 == 0 && NR == VEC, "k8 steps; a warp's rows are one vector per lane");
-  static constexpr int STAGE = G * PITCH;  ///< floats of one warp's stage
+  static_assert(G % 8 == 0, "k8 steps");
+  static constexpr int STAGE = G * PITCH;  ///< elements of one warp's stage
   static constexpr int LANES_PER_COLUMN = ROWS_PER_WARP / VEC;
   static constexpr int COLUMNS_PER_COPY = 32 / LANES_PER_COLUMN;  ///< columns one copy instruction covers
   static constexpr int COPIES = G / COLUMNS_PER_COPY;  ///< 16-byte copies per lane per stage
-  static constexpr int B_BUF = (kTf32 ? T2 / 2 : T2) * LDB;  ///< floats of one B^T buffer
-  static constexpr int B_RAW = kTf32 ? T2 * KC : 0;  ///< floats of one raw B^T chunk (3xTF32)
+  static constexpr int B_BUF = (kTf32 ? T2 / 2 : T2) * LDB;  ///< elements of one B^T buffer
+  static constexpr int B_RAW = kTf32 ? T2 * KC : 0;  ///< elements of one raw B^T chunk (3xTF32)
   __host__ __device__ static std::size_t ring_bytes(int t1) { return std::size_t(t1 / 32) * S * STAGE * sizeof(T); }
   static std::size_t smem(int t1) { return ring_bytes(t1) + sizeof(T) * 2 * (B_BUF + B_RAW); }
   __host__ __device__ static int rows_per_block(int t1) { return t1 / 32 * ROWS_PER_WARP; }
@@ -145,11 +148,11 @@ __device__ __forceinline__ void split_raw_b(float* buf, const float* raw, const 
   }
 }
 
-template <CmMath M, int NT>
-__global__ void __launch_bounds__(256) tsm2_cm_mma_kernel(const Args<float> g) {
-  using Cfg = CmMmaCfg<M, NT>;
-  using T = float;
-  using V = float4;
+/// 3xTF32: at most 85 registers, so that 3 blocks of 256 threads fit an SM (its shared memory does).
+template <class T, CmMath M, int NT>
+__global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 3 : 1) tsm2_cm_mma_kernel(const Args<T> g) {
+  using Cfg = CmMmaCfg<T, M, NT>;
+  using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, PITCH = Cfg::PITCH, KC = Cfg::KC, SPC = Cfg::SPC,
                 LDB = Cfg::LDB, T2 = Cfg::T2, NR = Cfg::NR, STAGE = Cfg::STAGE, COPIES = Cfg::COPIES,
                 LPC = Cfg::LANES_PER_COLUMN, CPC = Cfg::COLUMNS_PER_COPY, B_BUF = Cfg::B_BUF, B_RAW = Cfg::B_RAW;
@@ -175,12 +178,14 @@ __global__ void __launch_bounds__(256) tsm2_cm_mma_kernel(const Args<float> g) {
   const T* a_rows = g.a + (row_bytes > 0 ? wrow + copy_row : 0);
   // The common case, whole rows and a whole stage, runs without a test per copy from a source pointer
   // carried from stage to stage (the compiler would otherwise recompute the addresses every stage).
-  const bool whole_rows = row_bytes == VEC * int(sizeof(T));
+  const int whole_rows = kept(row_bytes == VEC * int(sizeof(T)));
   const std::int64_t copy_stride = CPC * g.lda;
   const T* next_src = a_rows + (p_begin + copy_col) * g.lda;
-  int dst_offset[COPIES];  // of this lane's pieces in a stage
-#pragma unroll
-  for (int i = 0; i < COPIES; ++i) dst_offset[i] = Cfg::piece(copy_col + CPC * i, copy_row / VEC);
+  // Offsets of this lane's pieces in a stage: columns c and c + 2 CPC share a swizzle.
+  static_assert(COPIES % 2 == 0 && Cfg::swizzle(2 * CPC) == 0, "two offsets serve all copies");
+  const int dst_offset[2] = {kept(Cfg::piece(copy_col, copy_row / VEC)),
+                             kept(Cfg::piece(copy_col + CPC, copy_row / VEC))};
+  auto dst_of = [&](int i) { return dst_offset[i % 2] + i / 2 * 2 * CPC * PITCH; };
   auto issue = [&](std::int64_t step, int slot) {
     if (step >= nsteps) return;
     const std::int64_t p0 = p_begin + step * G;
@@ -189,14 +194,14 @@ __global__ void __launch_bounds__(256) tsm2_cm_mma_kernel(const Args<float> g) {
     if (whole_rows && p0 + G <= p_end) {
 #pragma unroll
       for (int i = 0; i < COPIES; ++i)
-        cp_async<16>(ring + slot * STAGE + dst_offset[i], src + i * copy_stride, 16);
+        cp_async<16>(ring + slot * STAGE + dst_of(i), src + i * copy_stride, 16);
       return;
     }
 #pragma unroll
     for (int i = 0; i < COPIES; ++i) {
       const int c = copy_col + CPC * i;
       const bool ok = p0 + c < p_end && row_bytes > 0;
-      copy_vector(reinterpret_cast<V*>(ring + slot * STAGE + dst_offset[i]), ok ? a_rows + (p0 + c) * g.lda : g.a,
+      copy_vector(reinterpret_cast<V*>(ring + slot * STAGE + dst_of(i)), ok ? a_rows + (p0 + c) * g.lda : g.a,
                   ok ? row_bytes : 0, g.a);
     }
   };
@@ -231,13 +236,16 @@ __global__ void __launch_bounds__(256) tsm2_cm_mma_kernel(const Args<float> g) {
       fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
     }
   };
+  // This lane's offsets in a stage (piece g of columns 8u + 2t + s, whose swizzle is 2t) and in a B^T
+  // buffer (row g, inner 2t).
+  const int a_lane = kept(VEC * (gq ^ (2 * tq)));
+  const int b_lane = kept(gq * LDB + (Cfg::kTf32 ? 8 : 2) * tq);
   run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
-    // Lane (g, t) reads piece g of columns 8u + 2t + s, whose swizzle is 2t.
-    const T* a_s = ring + slot * STAGE + VEC * (gq ^ (2 * tq));
+    const T* a_s = ring + slot * STAGE + a_lane;
     if constexpr (Cfg::kTf32) {
       // One k-group per stage into a fresh accumulator (the tensor cores add by truncation), then
       // round-to-nearest adds into the running sums.
-      const T* b_s = bt + (chunk & 1) * B_BUF + gq * LDB + 4 * kstep * G + 8 * tq;
+      const T* b_s = bt + (chunk & 1) * B_BUF + b_lane + 4 * kstep * G;
       float d[NR][4];
 #pragma unroll
       for (int n = 0; n < NR; ++n) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.f;
@@ -265,21 +273,23 @@ __global__ void __launch_bounds__(256) tsm2_cm_mma_kernel(const Args<float> g) {
         acc[1][n][1] += d[n][3];
       }
     } else {
-      const T* b_s = bt + (chunk & 1) * B_BUF + gq * LDB + kstep * G + 2 * tq;
+      const T* b_s = bt + (chunk & 1) * B_BUF + b_lane + kstep * G;
 #pragma unroll
       for (int u = 0; u < G / 8; ++u) {
         double bf[NT][2];  // B^T(column 8m + g, inner 8u + 2t + s)
 #pragma unroll
         for (int m = 0; m < NT; ++m) {
-          const float2 b2 = *reinterpret_cast<const float2*>(b_s + 8 * m * LDB + 8 * u);
+          const auto b2 = *reinterpret_cast<const typename VecOf<T, 2>::type*>(b_s + 8 * m * LDB + 8 * u);
           bf[m][0] = b2.x;
           bf[m][1] = b2.y;
         }
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-          // A(row 4g + n, inner 8u + 2t + s) for n-tile n
+          // A(row VEC g + n, inner 8u + 2t + s) for n-tile n
           const V v = *reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + s) * PITCH);
-          const double af[NR] = {v.x, v.y, v.z, v.w};
+          double af[NR];
+#pragma unroll
+          for (int n = 0; n < NR; ++n) af[n] = elem<T>(v, n);
 #pragma unroll
           for (int m = 0; m < NT; ++m)
 #pragma unroll
@@ -299,7 +309,7 @@ __global__ void __launch_bounds__(256) tsm2_cm_mma_kernel(const Args<float> g) {
       for (int h = 0; h < 2; ++h) {
         const std::int64_t i = wrow + Cfg::row_of(n, 2 * tq + h);
         if (i >= g.rows) continue;
-        store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<float>(acc[m][n][h]));
+        store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<T>(acc[m][n][h]));
       }
   }
 }

@@ -17,9 +17,9 @@
 //    >= 8.0 a tensor-core kernel (rm_mma_kernel.cuh: 3xTF32 float, DMMA double) and, for <= 8 columns,
 //    a row-at-a-time kernel (rm_stream_kernel.cuh) are timed against it on a shape's first call and the
 //    fastest is kept. Row-major kernels rotate their split by row group (tsm2_device.cuh,
-//    rotated_split) so that the blocks running together read different columns. Column-major float A
-//    with 5..16 columns has two tensor-core candidates too (cm_mma_kernel.cuh: DMMA on A converted to
-//    double, and 3xTF32).
+//    rotated_split) so that the blocks running together read different columns. Column-major A with
+//    5..16 columns has tensor-core candidates too (cm_mma_kernel.cuh: DMMA, float A converted to
+//    double; 3xTF32 for float).
 //  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
 //    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
 //    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
@@ -387,12 +387,12 @@ KernelInfo pick_stream_kernel(std::int64_t cols) {
 }
 constexpr std::int64_t kMaxStreamCols = 8;
 
-/// A column-major float kernel on the tensor cores (cm_mma_kernel.cuh), 8 * NT columns per pass.
-template <CmMath M, int NT>
+/// A column-major kernel on the tensor cores (cm_mma_kernel.cuh), 8 * NT columns per pass.
+template <class T, CmMath M, int NT>
 KernelInfo info_cm_mma() {
-  using C = CmMmaCfg<M, NT>;
+  using C = CmMmaCfg<T, M, NT>;
   KernelInfo k;
-  k.fn = reinterpret_cast<const void*>(&tsm2_cm_mma_kernel<M, NT>);
+  k.fn = reinterpret_cast<const void*>(&tsm2_cm_mma_kernel<T, M, NT>);
   k.t2 = C::T2;
   k.vec = C::VEC;
   k.name = C::kTf32 ? "3xtf32" : "dmma";
@@ -402,11 +402,12 @@ KernelInfo info_cm_mma() {
 
 /// DMMA: 8 columns per pass up to 8, else 16: beyond 16 the DMMA issues per element of A (a quarter per
 /// 8 columns and lane) approach the FFMA kernel's cost, and the double accumulators its registers.
+template <class T>
 KernelInfo pick_cm_dmma_kernel(std::int64_t cols) {
-  return cols <= 8 ? info_cm_mma<CmMath::dmma, 1>() : info_cm_mma<CmMath::dmma, 2>();
+  return cols <= 8 ? info_cm_mma<T, CmMath::dmma, 1>() : info_cm_mma<T, CmMath::dmma, 2>();
 }
 /// 3xTF32: one m16 tile, 16 columns per pass (fewer columns cost no more issues, only idle tensor work).
-KernelInfo pick_cm_tf32_kernel() { return info_cm_mma<CmMath::tf32x3, 2>(); }
+KernelInfo pick_cm_tf32_kernel() { return info_cm_mma<float, CmMath::tf32x3, 2>(); }
 /// The column widths they are timed for by default: with <= 4 the FFMA kernel reads at the ceiling.
 constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 
@@ -417,9 +418,9 @@ constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 ///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
 ///   SKINNY_TSM2_RM_KERNEL=k   row-major A on one kernel only: the tensor cores (mma), the FFMA kernel
 ///                             (ffma) or, for <= 8 columns, the row-at-a-time kernel (stream)
-///   SKINNY_TSM2_CM_KERNEL=k   column-major float A (16-byte path) on one kernel only: the FP64
-///                             tensor cores (dmma), 3xTF32 (tf32; both any width) or the FFMA kernel
-///                             (ffma)
+///   SKINNY_TSM2_CM_KERNEL=k   column-major A (16-byte path) on one kernel only: DMMA (dmma),
+///                             3xTF32 (tf32: float; DMMA for double), both any width, or the FFMA
+///                             kernel (ffma)
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
@@ -685,21 +686,22 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // Row-major A has up to three kernels and the trial times them all. Measured on the H100, the tensor
   // cores win in double (K-means shape 96 % against 82 %) and in float up to k = 8; in float at k = 16
   // the 3xTF32 work makes them slower than the FFMA kernel on some shapes; with <= 8 columns the
-  // row-at-a-time kernel reads A in longer runs. Column-major float A with 5..16 columns has the FFMA
-  // kernel at full and half width and the tensor-core kernels (DMMA, 3xTF32). Without a trial the
+  // row-at-a-time kernel reads A in longer runs. Column-major A with 5..16 columns has the FFMA kernel
+  // at full and half width and the tensor-core kernels (DMMA; 3xTF32 for float). Without a trial the
   // first candidate runs: the tensor cores for row-major double, else the FFMA kernel (no B image to
   // build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
   if (!rm && vec && kernels[0].t2 == 16) kernels.push_back(pick_narrow_kernel<T>());
   const std::string& cm_only = tuning().cm_kernel;
-  if (std::is_same_v<T, float> && !rm && vec && dev.tensor_cores && cm_only != "ffma") {
-    const KernelInfo dmma = pick_cm_dmma_kernel(t.cols), tf32 = pick_cm_tf32_kernel();
+  if (!rm && vec && dev.tensor_cores && cm_only != "ffma") {
+    std::vector<KernelInfo> mma{pick_cm_dmma_kernel<T>(t.cols)};
+    if (std::is_same_v<T, float>) mma.push_back(pick_cm_tf32_kernel());
     if (cm_only == "dmma")
-      kernels = {dmma};
+      kernels = {mma[0]};
     else if (cm_only == "tf32")
-      kernels = {tf32};
+      kernels = {mma.back()};  // double: DMMA
     else if (t.cols >= kMinCmMmaCols && t.cols <= kMaxCmMmaCols)
-      kernels.insert(kernels.end(), {dmma, tf32});
+      kernels.insert(kernels.end(), mma.begin(), mma.end());
   }
   const std::string& only = tuning().rm_kernel;
   if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
