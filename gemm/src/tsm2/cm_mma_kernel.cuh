@@ -78,18 +78,17 @@ struct CmMmaCfg {
   /// (four t), and g ^ 2t are eight distinct pieces.
   static constexpr int PITCH = ROWS_PER_WARP;
   __host__ __device__ static constexpr int swizzle(int c) { return ((c >> 1) & 3) << 1; }
-  /// Offset of rows 4q .. 4q + 3 of column c in a stage.
+  /// Offset of rows VEC q .. VEC q + VEC - 1 of column c in a stage.
   __host__ __device__ static constexpr int piece(int c, int q) { return c * PITCH + VEC * (q ^ swizzle(c)); }
   static_assert(swizzle(8 + 2 * 3 + 1) == 2 * 3 && swizzle(2 * 2) == 2 * 2, "columns 8u + 2t + s swizzle by 2t");
   static constexpr int KC = kTf32 ? 32 : 64;
   static constexpr int SPC = KC / G;      ///< stages per chunk
   /// Padded row of the B^T tile. DMMA: a row per column of B, KC + 8 elements, so a half warp's float2
   /// reads (rows g in 0..3, offsets 2t) cover the 32 banks once, and a quarter warp's double2 reads
-  /// (rows g in 0..1) fall in distinct banks. TF32: a row per pair of columns g and
-  /// g + 8 holding, per pair of inner indices (2i, 2i + 1), the high halves of (g, 2i), (g + 8, 2i),
-  /// (g, 2i + 1), (g + 8, 2i + 1) (the mma's A fragment in register order) and then the low halves:
-  /// 4 KC floats + 4, so a quarter warp's float4 reads (rows g in 0..1, offsets 8t) fall in distinct
-  /// banks.
+  /// (rows g in 0..1) fall in distinct banks. TF32: a row per pair of columns g and g + 8 holding, per
+  /// pair of inner indices (2i, 2i + 1), the high halves of (g, 2i), (g + 8, 2i), (g, 2i + 1),
+  /// (g + 8, 2i + 1) (the mma's A fragment in register order) and then the low halves: 4 KC floats
+  /// + 4, so a quarter warp's float4 reads (rows g in 0..1, offsets 8t) fall in distinct banks.
   static constexpr int LDB = kTf32 ? 4 * KC + 4 : KC + 8;
   static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
   static_assert(G % 8 == 0, "k8 steps");
@@ -104,7 +103,7 @@ struct CmMmaCfg {
   __host__ __device__ static int rows_per_block(int t1) { return t1 / 32 * ROWS_PER_WARP; }
   static int loads_in_flight() { return (S - 1) * COPIES; }
   static int bytes_in_flight_per_thread() { return (S - 1) * COPIES * 16; }
-  /// Row (0 .. 31 of the warp's) at position q of n-tile n.
+  /// Row (0 .. ROWS_PER_WARP - 1 of the warp's) at position q of n-tile n.
   __host__ __device__ static constexpr int row_of(int n, int q) { return VEC * q + n; }
   /// Offset of B^T(j, pp) (pp within the chunk) in a 3xTF32 buffer; its low TF32 half is 4 further.
   __host__ __device__ static constexpr int tf32_slot(int j, int pp) {
@@ -171,7 +170,7 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 3 : 1) tsm2_cm_mma_
   const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
 
   // Lane `lane` copies rows wrow + VEC (lane % LPC) .. + VEC - 1 of columns lane / LPC + CPC i of a
-  // stage (LPC lanes cover a column's 32 rows). Rows past the edge are zero and never stored.
+  // stage (LPC lanes cover a column's 128 bytes). Rows past the edge are zero and never stored.
   const int copy_row = VEC * (lane % LPC), copy_col = lane / LPC;
   const std::int64_t rows_left = g.rows - (wrow + copy_row);
   const int row_bytes = rows_left <= 0 ? 0 : static_cast<int>(rows_left >= VEC ? VEC : rows_left) * int(sizeof(T));
