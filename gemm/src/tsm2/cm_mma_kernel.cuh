@@ -111,23 +111,14 @@ struct CmMmaCfg {
   }
 };
 
-/// 3xTF32, raw B^T chunks: element idx (0 .. T2 x KC - 1) of a chunk is B^T(j, pp), with consecutive idx
-/// at consecutive addresses of B (j fastest when B is row-major: a 4-byte gather along the inner
-/// dimension of a row-major B would fetch a 32-byte sector per element).
-template <class Cfg>
-__device__ __forceinline__ void raw_b_element(int idx, bool j_fast, int& j, int& pp) {
-  j = j_fast ? idx % Cfg::T2 : idx / Cfg::KC;
-  pp = j_fast ? idx / Cfg::T2 : idx % Cfg::KC;
-}
-
-/// Queues thread `tid`'s raw copies of the B^T chunk at inner index p0 (elements tid, tid + t1, ..),
-/// zero outside inner x cols.
+/// 3xTF32: queues thread `tid`'s raw copies of the B^T chunk at inner index p0 (elements tid, tid + t1,
+/// .. in fill_b's order, b_chunk_element), zero outside inner x cols, to raw[idx].
 template <class Cfg>
 __device__ __forceinline__ void copy_raw_b(float* raw, const Args<float>& g, std::int64_t p0, std::int64_t p_end,
                                            std::int64_t j0, int tid, int t1) {
   for (int idx = tid; idx < Cfg::T2 * Cfg::KC; idx += t1) {
     int j, pp;
-    raw_b_element<Cfg>(idx, g.b_cs == 1, j, pp);
+    b_chunk_element<Cfg::KC, Cfg::T2>(idx, g.b_cs == 1, j, pp);
     const std::int64_t p = p0 + pp, jc = j0 + j;
     const bool ok = p < p_end && jc < g.cols;
     cp_async<4>(raw + idx, ok ? g.b + p * g.b_rs + jc * g.b_cs : g.b, ok ? 4 : 0);
@@ -139,7 +130,7 @@ template <class Cfg>
 __device__ __forceinline__ void split_raw_b(float* buf, const float* raw, const Args<float>& g, int tid, int t1) {
   for (int idx = tid; idx < Cfg::T2 * Cfg::KC; idx += t1) {
     int j, pp;
-    raw_b_element<Cfg>(idx, g.b_cs == 1, j, pp);
+    b_chunk_element<Cfg::KC, Cfg::T2>(idx, g.b_cs == 1, j, pp);
     const Tf32Pair s = split_tf32(raw[idx]);
     const int slot = Cfg::tf32_slot(j, pp);
     buf[slot] = __uint_as_float(s.hi);

@@ -370,12 +370,9 @@ KernelInfo info_stream() {
   k.vec = C::VEC;
   k.row_major = true;
   k.name = "stream";
-  k.loads_in_flight = C::loads_in_flight();
-  k.bytes_in_flight_per_thread = C::bytes_in_flight_per_thread();
+  set_config_figures<C>(k);
   k.kc = C::WARP_STEP;
   k.max_chunk = C::KC;
-  k.smem = &C::smem;
-  k.rows_per_block = &C::rows_per_block;
   return k;
 }
 

@@ -128,6 +128,15 @@ __device__ __forceinline__ void store_result(const Args<T>& g, int split, std::i
     g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j] = v;
 }
 
+/// Element idx (0 .. KC x T2 - 1) of a chunk of B as (column j, inner offset pp), ordered so that
+/// consecutive idx are consecutive addresses of B: j fastest when B is row-major (b_cs == 1), else pp
+/// (a 4-byte gather across B's rows would fetch a 32-byte sector per element).
+template <int KC, int T2>
+__device__ __forceinline__ void b_chunk_element(int idx, bool j_fast, int& j, int& pp) {
+  pp = j_fast ? idx / T2 : idx % KC;
+  j = j_fast ? idx % T2 : idx / KC;
+}
+
 /// Queues the copy of the chunk of B (b, element (p, j) at b[p * b_rs + j * b_cs], cols columns)
 /// starting at inner index p0 into a shared tile, zero outside inner x cols: tile[pp * T2 + j]
 /// (column-major kernel) or tile[j * LDT + pp] (row-major kernels, B^T). Consecutive threads take
@@ -153,8 +162,8 @@ __device__ __forceinline__ void fill_b(T* tile, const T* b, std::int64_t b_rs, s
   }
   const bool j_fast = b_cs == 1;
   for (int idx = tid; idx < KC * T2; idx += nthreads) {
-    const int pp = j_fast ? idx / T2 : idx % KC;
-    const int j = j_fast ? idx % T2 : idx / KC;
+    int j, pp;
+    b_chunk_element<KC, T2>(idx, j_fast, j, pp);
     const std::int64_t p = p0 + pp, jc = j0 + j;
     const bool ok = p < p_end && jc < cols;
     const T* src = ok ? b + p * b_rs + jc * b_cs : b;
