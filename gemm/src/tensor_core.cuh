@@ -41,34 +41,52 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], std::uint32_t a0, std::u
 #endif
 }
 
-/// d += A B for one k8 step in 3xTF32: a0..a3 are the split halves of the fragment registers of A (rows
-/// g and g + 8 at inner indices t and t + 4), bh and bl the TF32 halves of B's two registers. The dropped
-/// a_lo * b_lo is below float round-off; the small products go first.
+/// Product `p` of a 3xTF32 k8 step: d += a_lo b_hi (p = 0), a_hi b_lo (1) or a_hi b_hi (2). a0..a3 are
+/// the split halves of the fragment registers of A (rows g and g + 8 at inner indices t and t + 4), bh
+/// and bl the TF32 halves of B's two registers. The dropped a_lo * b_lo is below float round-off; the
+/// small products go first. `p` is a constant after unrolling.
+__device__ __forceinline__ void mma_3xtf32_product(int p, float (&d)[4], const Tf32Pair& a0, const Tf32Pair& a1,
+                                                   const Tf32Pair& a2, const Tf32Pair& a3, std::uint32_t bh0,
+                                                   std::uint32_t bh1, std::uint32_t bl0, std::uint32_t bl1) {
+  if (p == 0)
+    mma_tf32(d, a0.lo, a1.lo, a2.lo, a3.lo, bh0, bh1);
+  else if (p == 1)
+    mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bl0, bl1);
+  else
+    mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bh0, bh1);
+}
+
+/// d += A B for one k8 step in 3xTF32: its three products in order.
 __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair& a0, const Tf32Pair& a1, const Tf32Pair& a2,
                                            const Tf32Pair& a3, std::uint32_t bh0, std::uint32_t bh1,
                                            std::uint32_t bl0, std::uint32_t bl1) {
-  mma_tf32(d, a0.lo, a1.lo, a2.lo, a3.lo, bh0, bh1);
-  mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bl0, bl1);
-  mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bh0, bh1);
+#pragma unroll
+  for (int p = 0; p < 3; ++p) mma_3xtf32_product(p, d, a0, a1, a2, a3, bh0, bh1, bl0, bl1);
 }
 
-/// d = A B over one k-group of 16 inner elements (two k8 steps) in 3xTF32, in a fresh accumulator: the
-/// tensor cores add by truncation, so callers add d to their running sums with round-to-nearest adds.
+/// The 3xTF32 products of one k-group of 16 inner elements (two k8 steps) form a chain of six mma
+/// instructions into one accumulator, each waiting for the one before. Step `i` (0..5) is k8 step i / 3,
+/// product i % 3: callers with several independent chains run step i of all of them before step i + 1,
+/// so the tensor cores never wait on a result (the same sums, in the same order per chain).
 /// ag and ag8 hold the split halves of this lane's 4 elements of rows g and g + 8, bh and bl the TF32
 /// halves of its 4 elements of B's column g; element e is inner index t (e even) or t + 4 (e odd) of k8
 /// step e / 2, the same order for A and B.
+constexpr int kKGroupSteps = 6;
+__device__ __forceinline__ void k_group_3xtf32_step(int i, float (&d)[4], const Tf32Pair (&ag)[4],
+                                                    const Tf32Pair (&ag8)[4], const float4& bh, const float4& bl) {
+  const int e0 = 2 * (i / 3), e1 = e0 + 1;
+  const float h[4] = {bh.x, bh.y, bh.z, bh.w}, l[4] = {bl.x, bl.y, bl.z, bl.w};
+  mma_3xtf32_product(i % 3, d, ag[e0], ag8[e0], ag[e1], ag8[e1], __float_as_uint(h[e0]), __float_as_uint(h[e1]),
+                     __float_as_uint(l[e0]), __float_as_uint(l[e1]));
+}
+
+/// d = A B over one k-group in 3xTF32, in a fresh accumulator: the tensor cores add by truncation, so
+/// callers add d to their running sums with round-to-nearest adds.
 __device__ __forceinline__ void k_group_3xtf32(float (&d)[4], const Tf32Pair (&ag)[4], const Tf32Pair (&ag8)[4],
                                                const float4& bh, const float4& bl) {
-  const std::uint32_t h[4] = {__float_as_uint(bh.x), __float_as_uint(bh.y), __float_as_uint(bh.z),
-                              __float_as_uint(bh.w)};
-  const std::uint32_t l[4] = {__float_as_uint(bl.x), __float_as_uint(bl.y), __float_as_uint(bl.z),
-                              __float_as_uint(bl.w)};
   d[0] = d[1] = d[2] = d[3] = 0.f;
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int e0 = 2 * s, e1 = 2 * s + 1;
-    mma_3xtf32(d, ag[e0], ag8[e0], ag[e1], ag8[e1], h[e0], h[e1], l[e0], l[e1]);
-  }
+  for (int i = 0; i < kKGroupSteps; ++i) k_group_3xtf32_step(i, d, ag, ag8, bh, bl);
 }
 
 /// d += A (8 x 4) * B (4 x 8), double.

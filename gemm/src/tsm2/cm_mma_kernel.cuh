@@ -252,8 +252,12 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 3 : 1) tsm2_cm_mma_
         Tf32Pair x0[NR], x1[NR];
         split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq) * PITCH), x0);
         split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + 1) * PITCH), x1);
+        // Product by product across the n-tiles' independent chains (tensor_core.cuh, k_group_3xtf32_step).
 #pragma unroll
-        for (int n = 0; n < NR; ++n) mma_3xtf32(d[n], a0, a1, a2, a3, x0[n].hi, x1[n].hi, x0[n].lo, x1[n].lo);
+        for (int p = 0; p < 3; ++p)
+#pragma unroll
+          for (int n = 0; n < NR; ++n)
+            mma_3xtf32_product(p, d[n], a0, a1, a2, a3, x0[n].hi, x1[n].hi, x0[n].lo, x1[n].lo);
       }
 #pragma unroll
       for (int n = 0; n < NR; ++n) {

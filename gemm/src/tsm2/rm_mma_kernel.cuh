@@ -43,6 +43,9 @@ struct RmMmaCfg {
   static constexpr int VEC = 16 / int(sizeof(T));
   using V = typename VecOf<T, VEC>::type;
   static constexpr int HALVES = std::is_same_v<T, float> ? 2 : 1;  ///< B as TF32 hi and lo (float)
+  /// Sets of accumulators (mma_stage): double keeps even and odd k-groups apart, so that a DMMA does
+  /// not wait on the one before it; float adds each k-group's fresh accumulator into one set.
+  static constexpr int ACC_SETS = 3 - HALVES;
   static constexpr int T2 = 8 * NT;       ///< columns of C per pass: NT mma tiles of 8
   static constexpr int ROWS_PER_WARP = 16;  ///< lane (g, t) computes rows g and g + 8
   static constexpr int W = 256;           ///< bytes of each row per stage
@@ -98,39 +101,67 @@ __global__ void __launch_bounds__(256) tsm2_b_image_kernel(const Args<T> g, T* i
   }
 }
 
-/// acc[s][n] += the products of one k-group: a[s] holds this lane's 4 floats of row 8s + g, bhi[n] and
-/// blo[n] the TF32 halves of its 4 floats of column 8n + g of B. Rows g and g + 8 form one m16 tile.
-template <int NT>
-__device__ __forceinline__ void mma_k_group(float (&acc)[2][NT][2], const float4 (&a)[2], const float4 (&bhi)[NT],
-                                            const float4 (&blo)[NT]) {
-  Tf32Pair lo[4], hi[4];  // rows g and g + 8
-  split_tf32(a[0], lo);
-  split_tf32(a[1], hi);
+/// acc[0][s][n] += the products of a stage's U k-groups: a[u][s] holds this lane's 4 floats of row 8s + g
+/// of k-group u, bhi[u][n] and blo[u][n] the TF32 halves of its 4 floats of column 8n + g of B. Rows g
+/// and g + 8 form one m16 tile. Each (k-group, n-tile) pair is a chain of mma instructions into its own
+/// fresh accumulator; the chains run interleaved (k_group_3xtf32_step): with one block of 8 warps per
+/// SM, k-group by k-group left the warps waiting on the mma before (H100, ncu on the K-means shape:
+/// 52 % of stall samples "wait", 42 % issue-active). The sums and their order are those of k-group by
+/// k-group.
+template <int U, int NT>
+__device__ __forceinline__ void mma_stage(float (&acc)[1][2][NT][2], const float4 (&a)[U][2], const float4 (&bhi)[U][NT],
+                                          const float4 (&blo)[U][NT]) {
+  Tf32Pair x[U][2][4];  // [k-group][row g, g + 8][element]
 #pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    float d[4];
-    k_group_3xtf32(d, lo, hi, bhi[n], blo[n]);
-    acc[0][n][0] += d[0];
-    acc[0][n][1] += d[1];
-    acc[1][n][0] += d[2];
-    acc[1][n][1] += d[3];
+  for (int u = 0; u < U; ++u) {
+    split_tf32(a[u][0], x[u][0]);
+    split_tf32(a[u][1], x[u][1]);
   }
+  float d[U][NT][4];
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int n = 0; n < NT; ++n) d[u][n][0] = d[u][n][1] = d[u][n][2] = d[u][n][3] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kKGroupSteps; ++i)
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int n = 0; n < NT; ++n) k_group_3xtf32_step(i, d[u][n], x[u][0], x[u][1], bhi[u][n], blo[u][n]);
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      acc[0][0][n][0] += d[u][n][0];
+      acc[0][0][n][1] += d[u][n][1];
+      acc[0][1][n][0] += d[u][n][2];
+      acc[0][1][n][1] += d[u][n][3];
+    }
 }
 
-/// The same in double: rows g and g + 8 are two m8 tiles; blo is unused.
-template <int NT>
-__device__ __forceinline__ void mma_k_group(double (&acc)[2][NT][2], const double2 (&a)[2], const double2 (&b)[NT],
-                                            const double2 (&)[NT]) {
+/// The same in double: rows g and g + 8 are two m8 tiles, k-group u goes to accumulator set u % 2;
+/// blo is unused.
+template <int U, int NT>
+__device__ __forceinline__ void mma_stage(double (&acc)[2][2][NT][2], const double2 (&a)[U][2], const double2 (&b)[U][NT],
+                                          const double2 (&)[U][NT]) {
 #pragma unroll
-  for (int e = 0; e < 2; ++e)
+  for (int u = 0; u < U; ++u)
 #pragma unroll
-    for (int s = 0; s < 2; ++s)
+    for (int e = 0; e < 2; ++e)
 #pragma unroll
-      for (int n = 0; n < NT; ++n) mma_f64(acc[s][n], elem<double>(a[s], e), elem<double>(b[n], e));
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) mma_f64(acc[u % 2][s][n], elem<double>(a[u][s], e), elem<double>(b[u][n], e));
 }
 
+/// __launch_bounds__(256, 1): shared memory allows one block of 256 threads per SM anyway, and the
+/// promise lets ptxas spend registers on interleaving the mma chains (mma_stage). Without it ptxas kept
+/// 69 registers by running each chain's dependent mma back to back, whatever the source order: on the
+/// H100 (K-means shape, float) 52 % of the stall samples were "wait" and the kernel read at 83 % of the
+/// ceiling; with it (192 registers), copies without a test per copy and run_stages counting its
+/// chunks instead of dividing (645 M -> 488 M instructions), 96 %; double went from 95 % to 98 %.
 template <class T, int NT>
-__global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
+__global__ void __launch_bounds__(256, 1) tsm2_rm_mma_kernel(const Args<T> g) {
   using Cfg = RmMmaCfg<T, NT>;
   using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, CHUNKS = Cfg::CHUNKS, COPIES = Cfg::COPIES, KG = Cfg::KG, U = Cfg::U,
@@ -170,49 +201,57 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
     const std::int64_t p = p_begin + step * STEP + piece * VEC, left = p_end - p;
     const int nb = left <= 0 ? 0 : (left >= VEC ? VEC : static_cast<int>(left)) * static_cast<int>(sizeof(T));
     V* dst = as + slot * WARP_STAGE;
+    if (nb == int(sizeof(V))) {  // the common case without a test per copy (copy_vector's)
+#pragma unroll
+      for (int c = 0; c < COPIES; ++c) cp_async<16>(dst + dst_slot[c], src_row[c] + p, 16);
+      return;
+    }
 #pragma unroll
     for (int c = 0; c < COPIES; ++c) copy_vector(dst + dst_slot[c], nb > 0 ? src_row[c] + p : g.a, nb, g.a);
   };
-  // The B buffer of the chunk at p0 (a multiple of KC: splits are whole chunks) from the image.
+  // The B buffer of chunk c of this split (splits are whole chunks) from the image.
   const std::int64_t nchunks = (g.inner + KC - 1) / KC;
   const V* image = reinterpret_cast<const V*>(g.b_image + pass * nchunks * B_TILE);
-  auto fill = [&](std::int64_t p0, int buf) {
-    const V* src = image + p0 / KC * (B_TILE / VEC);
+  const std::int64_t first_chunk = p_begin / KC;
+  auto fill = [&](std::int64_t c, int buf) {
+    const V* src = image + (first_chunk + c) * (B_TILE / VEC);
     V* dst = reinterpret_cast<V*>(bt + buf * B_TILE);
     for (int i = tid; i < B_TILE / VEC; i += t1) cp_async<16>(dst + i, src + i, 16);
   };
 
-  T acc[2][NT][2];
+  T acc[Cfg::ACC_SETS][2][NT][2];
 #pragma unroll
-  for (int s = 0; s < 2; ++s)
+  for (int k = 0; k < Cfg::ACC_SETS; ++k)
 #pragma unroll
-    for (int n = 0; n < NT; ++n) acc[s][n][0] = acc[s][n][1] = T(0);
+    for (int s = 0; s < 2; ++s)
+#pragma unroll
+      for (int n = 0; n < NT; ++n) acc[k][s][n][0] = acc[k][s][n][1] = T(0);
 
-  fill(p_begin, 0);
+  fill(0, 0);
   auto fill_chunk = [&](std::int64_t c) {
-    const std::int64_t p0 = p_begin + c * KC;
-    if (p0 < p_end) fill(p0, static_cast<int>(c & 1));
+    if (p_begin + c * KC < p_end) fill(c, static_cast<int>(c & 1));
   };
   // Fragment slots of lane (g, t) in a stage: rows g and g + 8 (same parity), piece 4u + t.
   const int frag0 = gq * CHUNKS, frag1 = (gq + 8) * CHUNKS, swz = (gq & 1) << 2;
   run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const V* a_s = as + slot * WARP_STAGE;
     const T* b_s = bt + (chunk & 1) * B_TILE + gq * LDT + kstep * STEP + tq * VEC;
+    V a[U][2], bhi[U][NT], blo[U][NT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int piece = (4 * u + tq) ^ swz;
-      const V a[2] = {a_s[frag0 + piece], a_s[frag1 + piece]};
-      V bhi[NT], blo[NT];
+      a[u][0] = a_s[frag0 + piece];
+      a[u][1] = a_s[frag1 + piece];
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        bhi[n] = *reinterpret_cast<const V*>(b_s + n * 8 * LDT + u * KG);
-        if constexpr (Cfg::HALVES == 2) blo[n] = *reinterpret_cast<const V*>(b_s + T2 * LDT + n * 8 * LDT + u * KG);
+        bhi[u][n] = *reinterpret_cast<const V*>(b_s + n * 8 * LDT + u * KG);
+        if constexpr (Cfg::HALVES == 2) blo[u][n] = *reinterpret_cast<const V*>(b_s + T2 * LDT + n * 8 * LDT + u * KG);
       }
-      mma_k_group<NT>(acc, a, bhi, blo);
     }
+    mma_stage<U, NT>(acc, a, bhi, blo);
   });
 
-  // acc[s][n][c]: row wrow + 8s + g, column j0 + 8n + 2t + c.
+  // acc[.][s][n][c]: row wrow + 8s + g, column j0 + 8n + 2t + c, the sets added in order.
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
     const std::int64_t i = wrow + 8 * s + gq;
@@ -223,7 +262,10 @@ __global__ void __launch_bounds__(256) tsm2_rm_mma_kernel(const Args<T> g) {
       for (int c = 0; c < 2; ++c) {
         const std::int64_t j = j0 + 8 * n + 2 * tq + c;
         if (j >= g.cols) continue;
-        store_result(g, split, i, j, acc[s][n][c]);
+        T v = acc[0][s][n][c];
+#pragma unroll
+        for (int k = 1; k < Cfg::ACC_SETS; ++k) v += acc[k][s][n][c];
+        store_result(g, split, i, j, v);
       }
   }
 }
