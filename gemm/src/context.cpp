@@ -25,7 +25,6 @@ Context::Context(cudaStream_t stream) : stream_(stream) {
 Context::~Context() {
   if (cublas_) cublasDestroy(cublas_);
   if (workspace_) cudaFree(workspace_);
-  if (counters_) cudaFree(counters_);
 }
 
 void* Context::workspace(std::size_t bytes) {
@@ -40,21 +39,6 @@ void* Context::workspace(std::size_t bytes) {
     workspace_bytes_ = bytes;
   }
   return workspace_;
-}
-
-unsigned* Context::counters(std::size_t count) {
-  if (count > counters_count_) {
-    if (counters_) {
-      SKINNY_CUDA_TRY(cudaStreamSynchronize(stream_));  // work queued earlier may still use them
-      SKINNY_CUDA_TRY(cudaFree(counters_));
-      counters_ = nullptr;
-      counters_count_ = 0;
-    }
-    SKINNY_CUDA_TRY(cudaMalloc(&counters_, count * sizeof(unsigned)));
-    SKINNY_CUDA_TRY(cudaMemsetAsync(counters_, 0, count * sizeof(unsigned), stream_));
-    counters_count_ = count;
-  }
-  return counters_;
 }
 
 cublasHandle_t Context::cublas() {

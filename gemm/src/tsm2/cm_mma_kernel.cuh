@@ -306,7 +306,6 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 3 : 1) tsm2_cm_mma_
         store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<T>(acc[m][n][h]));
       }
   }
-  finish_splits(g, rg * Cfg::rows_per_block(t1), Cfg::rows_per_block(t1), j0, T2);
 }
 
 }  // namespace skinny::gemm::detail::tsm2_device

@@ -268,7 +268,6 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_mma_kernel(const Args<T> g) {
         store_result(g, split, i, j, v);
       }
   }
-  finish_splits(g, rg * Cfg::rows_per_block(t1), Cfg::rows_per_block(t1), j0, T2);
 }
 
 }  // namespace skinny::gemm::detail::tsm2_device

@@ -139,7 +139,6 @@ __global__ void __launch_bounds__(256) tsm2_rm_stream_kernel(const Args<T> g) {
     }
   }
   cp_async_wait<0>();
-  finish_splits(g, rg * Cfg::rows_per_block(t1), Cfg::rows_per_block(t1), j0, T2);
 }
 
 }  // namespace skinny::gemm::detail::tsm2_device

@@ -21,9 +21,9 @@
 //    5..16 columns has tensor-core candidates too (cm_mma_kernel.cuh: DMMA, float A converted to
 //    double; 3xTF32 for float).
 //  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
-//    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols], and
-//    the last block of a row group to finish adds them in split order (deterministic, no float
-//    atomics) and applies alpha/beta (tsm2_device.cuh, finish_splits).
+//    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
+//    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
+//    with programmatic dependent launch where available to hide its launch latency.
 //  * Passes over columns (cols > t2) are neighbouring blocks (pass is the fastest grid index), so the
 //    second read of a stripe of A mostly hits L2.
 //  * t1 is picked per (device, type, layout, vector path, shape) by a short timed trial on the first
@@ -43,6 +43,7 @@
 #include "tsm2_plan.hpp"
 
 #include <skinny/gemm/cuda_event.hpp>
+#include <skinny/gemm/programmatic_launch.hpp>
 
 #include <skinny/gemm/tsm2_model.hpp>
 
@@ -79,7 +80,7 @@ struct CmCfg {
   static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
   static_assert(T2 % BV == 0, "B rows are read in 16-byte words");
   static std::size_t smem(int t1) { return sizeof(V) * S * G * t1 + sizeof(T) * 2 * KC * T2; }
-  __host__ __device__ static int rows_per_block(int t1) { return t1 * VEC; }
+  static int rows_per_block(int t1) { return t1 * VEC; }
   static int loads_in_flight() { return (S - 1) * G; }
   static int bytes_in_flight_per_thread() { return (S - 1) * G * int(sizeof(V)); }
 };
@@ -163,7 +164,6 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
 #pragma unroll
       for (int j = 0; j < T2; ++j)
         if (j0 + j < g.cols) store_result(g, static_cast<int>(blockIdx.y), r0 + v, j0 + j, acc[v][j]);
-  finish_splits(g, rg * Cfg::rows_per_block(t1), Cfg::rows_per_block(t1), j0, T2);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -278,7 +278,23 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
       store_result(g, split, i, j0 + j, acc[r][j]);
     }
   }
-  finish_splits(g, rg * Cfg::rows_per_block(t1), Cfg::rows_per_block(t1), j0, T2);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sum of the splits, in split order, and the alpha/beta epilogue.
+
+template <class T>
+__global__ void __launch_bounds__(256) tsm2_reduce_kernel(const Args<T> g) {
+  wait_for_previous_grid();  // the partial sums of the main kernel
+  const std::int64_t total = g.rows * g.cols;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += stride) {
+    T s = g.ws[idx];
+    for (int k = 1; k < g.split; ++k) s += g.ws[k * total + idx];
+    const std::int64_t i = idx / g.cols;
+    store_c(g, i, idx - i * g.cols, s);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -429,7 +445,7 @@ const Tuning& tuning() {
 }
 
 /// The instantiated set: per type and layout, t2 in {4, 8, 16, 32} on the 16-byte path and {8, 32}
-/// on the scalar fallback (24 kernels). `t2` is rounded up to the set.
+/// on the scalar fallback (24 main kernels, 2 reductions). `t2` is rounded up to the set.
 template <class T, bool RM>
 KernelInfo pick_kernel(bool vec, int t2) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
@@ -725,12 +741,11 @@ std::int64_t workspace_elems(const Tsm2Plan& p, const KernelInfo& k, const TallS
   return partials_elems(p, t.rows, t.cols) + (k.b_image ? k.b_image(t.inner, p.passes) : 0);
 }
 
-/// Launches plan `p`: the B image where the kernel reads one, then the main kernel. `ws` holds
-/// workspace_elems(p, k, t) elements; with split > 1, `tickets` holds p.grid_x zero counters.
+/// Launches plan `p`: the B image where the kernel reads one, the main kernel, and the reduction when
+/// split > 1. `ws` holds workspace_elems(p, k, t) elements.
 template <class T>
-void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, unsigned* tickets, cudaStream_t stream, int sms) {
+void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, cudaStream_t stream, int sms) {
   g.ws = ws;
-  g.tickets = tickets;
   g.chunk = p.inner_per_split;
   g.passes = p.passes;
   g.split = p.split;
@@ -745,6 +760,12 @@ void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, unsigned* tic
   void* params[] = {&g};
   const dim3 grid(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.split));
   SKINNY_CUDA_TRY(cudaLaunchKernel(k.fn, grid, dim3(p.t1), params, p.smem_bytes, stream));
+  if (p.split == 1) return;
+
+  const std::int64_t total = g.rows * g.cols;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(total, 256), 8LL * sms));
+  launch_after_previous(reinterpret_cast<const void*>(&tsm2_reduce_kernel<T>), dim3(blocks), dim3(256), params,
+                        stream);
 }
 
 template <class T>
@@ -779,9 +800,6 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   const std::int64_t rc = pr.t.rows * pr.t.cols;
   T* ws = static_cast<T*>(ctx.workspace(static_cast<std::size_t>(ws_elems + rc) * sizeof(T)));
   T* scratch = ws + ws_elems;
-  std::int64_t ticket_count = 0;
-  for (const auto& c : pr.candidates) ticket_count = std::max(ticket_count, c.plan.grid_x);
-  unsigned* tickets = ctx.counters(static_cast<std::size_t>(ticket_count));
   Args<T> g = make_args(pr.t);
   g.c = scratch;
   g.c_rs = pr.t.cols;
@@ -789,14 +807,14 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   g.beta = T(0);
   const cudaStream_t stream = ctx.stream();
   const int sms = ctx.properties().multiProcessorCount;
-  for (const ChosenPlan& c : pr.candidates) run(c.plan, c.kernel, g, ws, tickets, stream, sms);  // warm-up
+  for (const ChosenPlan& c : pr.candidates) run(c.plan, c.kernel, g, ws, stream, sms);  // warm-up
   CudaEvent start, stop;
   std::vector<float> best_ms(pr.candidates.size(), 0.f);
   for (int round = 0; round < kTrialRounds; ++round)
     for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
       const ChosenPlan& c = pr.candidates[i];
       start.record(stream);
-      run(c.plan, c.kernel, g, ws, tickets, stream, sms);
+      run(c.plan, c.kernel, g, ws, stream, sms);
       stop.record(stream);
       const float ms = stop.ms_since(start);
       if (round == 0 || ms < best_ms[i]) best_ms[i] = ms;
@@ -840,8 +858,7 @@ void launch_typed(const Problem& prob, Context& ctx) {
   T* ws = nullptr;
   if (const std::int64_t elems = workspace_elems(chosen.plan, chosen.kernel, t); elems > 0)
     ws = static_cast<T*>(ctx.workspace(static_cast<std::size_t>(elems) * sizeof(T)));
-  unsigned* tickets = chosen.plan.split > 1 ? ctx.counters(static_cast<std::size_t>(chosen.plan.grid_x)) : nullptr;
-  run(chosen.plan, chosen.kernel, make_args(t), ws, tickets, ctx.stream(), ctx.properties().multiProcessorCount);
+  run(chosen.plan, chosen.kernel, make_args(t), ws, ctx.stream(), ctx.properties().multiProcessorCount);
 }
 
 }  // namespace

@@ -59,7 +59,6 @@ struct Args {
   T* c;
   std::int64_t c_rs, c_cs;
   T* ws;  ///< partial sums [split][rows][cols] (split > 1 only)
-  unsigned* tickets;  ///< split > 1: a counter per blockIdx.x, zero at launch (finish_splits)
   const T* b_image;  ///< B laid out as the tensor-core kernel's shared-memory buffers (rm_mma_kernel.cuh)
   std::int64_t rows, inner, cols;
   std::int64_t chunk;  ///< inner elements per split
@@ -126,42 +125,13 @@ __device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::i
 }
 
 /// Result (i, j) of the kernel's split `split`: C itself (alpha, beta) when the inner dimension is not
-/// split, else its partial sum in the workspace [split][rows][cols], added up by finish_splits.
+/// split, else its partial sum in the workspace [split][rows][cols], added up by tsm2_reduce_kernel.
 template <class T>
 __device__ __forceinline__ void store_result(const Args<T>& g, int split, std::int64_t i, std::int64_t j, T v) {
   if (g.split == 1)
     store_c(g, i, j, v);
   else
     g.ws[(static_cast<std::int64_t>(split) * g.rows + i) * g.cols + j] = v;
-}
-
-/// Split > 1: called by every thread of a block once it has stored its partial sums, at the end of the
-/// kernel. The blocks of one blockIdx.x (its splits) cover the same rows row0 .. row0 + rows_per_block - 1
-/// and columns j0 .. j0 + t2 - 1; the last of them to arrive (a ticket per blockIdx.x) adds their partial
-/// sums in split order, as the second kernel did before, and stores C with alpha and beta; it leaves
-/// the ticket zero for the next launch. Why: the second kernel ran after the main one (4-5 us at
-/// n = 10240 on the H100, 3 % of a 0.15 ms product); here the sums of a row group overlap the
-/// streaming of the others and read partial sums that are still in L2.
-template <class T>
-__device__ __forceinline__ void finish_splits(const Args<T>& g, std::int64_t row0, int rows_per_block, std::int64_t j0,
-                                              int t2) {
-  if (g.split == 1) return;
-  __threadfence();  // this thread's partial sums, before the block's ticket
-  __syncthreads();
-  unsigned arrived = 0;
-  if (threadIdx.x == 0) arrived = atomicAdd(g.tickets + blockIdx.x, 1u) + 1;
-  if (!__syncthreads_or(arrived == static_cast<unsigned>(g.split))) return;
-  if (threadIdx.x == 0) g.tickets[blockIdx.x] = 0;
-  __threadfence();  // the other splits' partial sums, after their tickets
-  const int nrows = static_cast<int>(max(std::int64_t(0), min(std::int64_t(rows_per_block), g.rows - row0)));
-  const int ncols = static_cast<int>(max(std::int64_t(0), min(std::int64_t(t2), g.cols - j0)));
-  const std::int64_t plane = g.rows * g.cols;
-  for (int idx = threadIdx.x; idx < nrows * ncols; idx += blockDim.x) {
-    const std::int64_t i = row0 + idx / ncols, j = j0 + idx % ncols, at = i * g.cols + j;
-    T s = __ldcg(g.ws + at);  // L2: written by other SMs in this launch
-    for (int k = 1; k < g.split; ++k) s += __ldcg(g.ws + k * plane + at);
-    store_c(g, i, j, s);
-  }
 }
 
 /// Element idx (0 .. KC x T2 - 1) of a chunk of B as (column j, inner offset pp), ordered so that

@@ -26,11 +26,6 @@ class Context {
   /// Device scratch memory of at least `bytes`, owned by this Context (split-K partial sums, tuning
   /// trials). Valid until a later call asks for more: growing first waits for the stream.
   void* workspace(std::size_t bytes);
-  /// At least `count` 32-bit counters on the device, zero when first handed out. Kernels that count
-  /// with them leave them zero when they finish (TSM2's split tickets), so they are zero at the start
-  /// of every launch on stream(). Valid until a later call asks for more: growing first waits for the
-  /// stream.
-  unsigned* counters(std::size_t count);
   /// Waits for all work queued on stream().
   void synchronize() const;
 
@@ -41,8 +36,6 @@ class Context {
   cublasHandle_t cublas_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
-  unsigned* counters_ = nullptr;
-  std::size_t counters_count_ = 0;
 };
 
 /// Number of CUDA devices visible, 0 when there is no driver or no device (never throws).
