@@ -141,7 +141,6 @@ __device__ __forceinline__ void split_raw_b(float* buf, const float* raw, const 
 /// 3xTF32: at most 85 registers, so that 3 blocks of 256 threads fit an SM (its shared memory does).
 template <class T, CmMath M, int NT>
 __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 3 : 1) tsm2_cm_mma_kernel(const Args<T> g) {
-  allow_next_launch();  // the split-K reduction, when there is one
   using Cfg = CmMmaCfg<T, M, NT>;
   using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, PITCH = Cfg::PITCH, KC = Cfg::KC, SPC = Cfg::SPC,

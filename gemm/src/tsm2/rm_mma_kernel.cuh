@@ -162,7 +162,6 @@ __device__ __forceinline__ void mma_stage(double (&acc)[2][2][NT][2], const doub
 /// chunks instead of dividing (645 M -> 488 M instructions), 96 %; double went from 95 % to 98 %.
 template <class T, int NT>
 __global__ void __launch_bounds__(256, 1) tsm2_rm_mma_kernel(const Args<T> g) {
-  allow_next_launch();  // the split-K reduction, when there is one
   using Cfg = RmMmaCfg<T, NT>;
   using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, CHUNKS = Cfg::CHUNKS, COPIES = Cfg::COPIES, KG = Cfg::KG, U = Cfg::U,

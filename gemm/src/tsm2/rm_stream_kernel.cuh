@@ -45,7 +45,6 @@ struct RmStreamCfg {
 
 template <class T, int T2>
 __global__ void __launch_bounds__(256) tsm2_rm_stream_kernel(const Args<T> g) {
-  allow_next_launch();  // the split-K reduction, when there is one
   using Cfg = RmStreamCfg<T, T2>;
   using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, U = Cfg::U, WARP_STEP = Cfg::WARP_STEP, BATCH = Cfg::BATCH, S = Cfg::S,

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <skinny/gemm/cp_async.cuh>
-#include <skinny/gemm/programmatic_launch.hpp>
 
 #include <cstdint>
 

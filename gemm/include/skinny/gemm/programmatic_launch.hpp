@@ -35,16 +35,6 @@ __device__ __forceinline__ void wait_for_previous_grid() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
-
-/// In a kernel followed by one started by launch_after_previous: lets that kernel be launched once
-/// every block of this one has started, rather than when this one has finished, so that its launch
-/// overlaps this one's last wave (it still waits for this one's results in wait_for_previous_grid).
-/// A no-op when nothing waits to be launched.
-__device__ __forceinline__ void allow_next_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
 #endif
 
 }  // namespace skinny
