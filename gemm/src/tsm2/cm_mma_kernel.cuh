@@ -64,10 +64,10 @@ struct CmMmaCfg {
   static constexpr int NR = VEC;          ///< n-tiles of 8 rows per warp: a lane's rows are one vector
   static constexpr int ROWS_PER_WARP = 8 * NR;  ///< 128 bytes of each column
   static constexpr int G = 16;            ///< columns of A per stage (two k8 steps)
-  /// Stages in each warp's ring (S - 1 in flight) and inner elements per B^T chunk. 3xTF32 needs fewer
-  /// registers than DMMA's double accumulators, so its shared memory sets the occupancy: 3 stages and
-  /// chunks of 32 fit 3 blocks of 256 threads per SM instead of 2 (on the H100, n = 10240: 85-87 % of
-  /// the read ceiling against 82-84 % with 4 stages and chunks of 64; n >= 20480 the same).
+  /// Stages in each warp's ring (S - 1 in flight) and inner elements per B^T chunk. 3xTF32: 3 stages
+  /// and chunks of 32 were chosen when it ran 3 blocks of 256 threads per SM, which they fit and 4
+  /// stages with chunks of 64 do not (H100, n = 10240: 85-87 % of the read ceiling against 82-84 %);
+  /// it now runs 2 (see the kernel's launch bounds), where both fit: not measured again.
   static constexpr int S = kTf32 ? 3 : 4;
   /// A stage holds each column's rows as 128 aligned bytes, its eight 16-byte pieces permuted:
   /// piece q of column c sits at q ^ swizzle(c). Aligned lines matter to the copies: padded columns
@@ -138,9 +138,13 @@ __device__ __forceinline__ void split_raw_b(float* buf, const float* raw, const 
   }
 }
 
-/// 3xTF32: at most 85 registers, so that 3 blocks of 256 threads fit an SM (its shared memory does).
+/// 3xTF32: two blocks of 256 threads per SM (at most 128 registers). At three (at most 85 registers,
+/// which its shared memory allows) ptxas ran the n-tiles' mma chains one after another to save
+/// registers; with room for them side by side (99 registers) the H100 read at 91 % of the ceiling
+/// instead of 86-88 % at n = 10240, 96-97 % instead of 92-95 % at n = 20480, 99 % instead of 94-96 %
+/// on the column-major K-means shape (bench/results/h100/2026-11-24_launch-bounds/steps).
 template <class T, CmMath M, int NT>
-__global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 3 : 1) tsm2_cm_mma_kernel(const Args<T> g) {
+__global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_kernel(const Args<T> g) {
   using Cfg = CmMmaCfg<T, M, NT>;
   using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, PITCH = Cfg::PITCH, KC = Cfg::KC, SPC = Cfg::SPC,
