@@ -18,7 +18,8 @@
 // and they made DMMA worth running on double A (k = 16: 93-96 % against the FFMA kernel's 87-93 %,
 // where a first DMMA kernel for double A, before these changes, had been slower than the FFMA one).
 // The trial keeps the fastest of these and the FFMA kernel. Measured and not kept: 64 rows per warp,
-// and an integer float-to-double conversion in place of F2F (no gain).
+// an integer float-to-double conversion in place of F2F, and DMMA's two k4 steps of a pair in two
+// sets of accumulators (as rm_mma_kernel.cuh does; here double k = 16 moved within run-to-run noise).
 //
 // C^T (cols x rows) = B^T (cols x inner) * A^T (inner x rows): B^T is the row-major A operand of the
 // mma, A^T its column-major B operand. In DMMA (m8n8k4) lane (g, t) = (lane / 4, lane % 4) holds
@@ -67,7 +68,8 @@ struct CmMmaCfg {
   /// Stages in each warp's ring (S - 1 in flight) and inner elements per B^T chunk. 3xTF32: 3 stages
   /// and chunks of 32 were chosen when it ran 3 blocks of 256 threads per SM, which they fit and 4
   /// stages with chunks of 64 do not (H100, n = 10240: 85-87 % of the read ceiling against 82-84 %);
-  /// it now runs 2 (see the kernel's launch bounds), where both fit: not measured again.
+  /// it now runs 2 (see the kernel's launch bounds), where both fit, and 3 stages with chunks of 32
+  /// still win (4 and 64: n = 10240 87-89 % against 91 %, n = 20480 94-96 % against 96-97 %).
   static constexpr int S = kTf32 ? 3 : 4;
   /// A stage holds each column's rows as 128 aligned bytes, its eight 16-byte pieces permuted:
   /// piece q of column c sits at q ^ swizzle(c). Aligned lines matter to the copies: padded columns
