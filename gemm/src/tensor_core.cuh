@@ -66,8 +66,9 @@ __device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair& a0, co
 
 /// The 3xTF32 products of one k-group of 16 inner elements (two k8 steps) form a chain of six mma
 /// instructions into one accumulator, each waiting for the one before. Step `i` (0..5) is k8 step i / 3,
-/// product i % 3: callers with several independent chains run step i of all of them before step i + 1,
-/// so the tensor cores never wait on a result (the same sums, in the same order per chain).
+/// product i % 3: callers with several independent chains write step i of all of them before step
+/// i + 1, so that the chains can overlap (the same sums, in the same order per chain). Whether they do
+/// is ptxas's choice: it serialises them when registers are short (rm_mma_kernel.cuh, launch bounds).
 /// ag and ag8 hold the split halves of this lane's 4 elements of rows g and g + 8, bh and bl the TF32
 /// halves of its 4 elements of B's column g; element e is inner index t (e even) or t + 4 (e odd) of k8
 /// step e / 2, the same order for A and B.

@@ -104,13 +104,12 @@ __global__ void __launch_bounds__(256) tsm2_b_image_kernel(const Args<T> g, T* i
 /// acc[0][s][n] += the products of a stage's U k-groups: a[u][s] holds this lane's 4 floats of row 8s + g
 /// of k-group u, bhi[u][n] and blo[u][n] the TF32 halves of its 4 floats of column 8n + g of B. Rows g
 /// and g + 8 form one m16 tile. Each (k-group, n-tile) pair is a chain of mma instructions into its own
-/// fresh accumulator; the chains run interleaved (k_group_3xtf32_step): with one block of 8 warps per
-/// SM, k-group by k-group left the warps waiting on the mma before (H100, ncu on the K-means shape:
-/// 52 % of stall samples "wait", 42 % issue-active). The sums and their order are those of k-group by
-/// k-group.
+/// fresh accumulator, written step by step across the chains (k_group_3xtf32_step); ptxas keeps them
+/// overlapped only with the registers the kernel's launch bounds give it (see there). The sums and
+/// their order are those of k-group by k-group.
 template <int U, int NT>
-__device__ __forceinline__ void mma_stage(float (&acc)[1][2][NT][2], const float4 (&a)[U][2], const float4 (&bhi)[U][NT],
-                                          const float4 (&blo)[U][NT]) {
+__device__ __forceinline__ void mma_stage(float (&acc)[1][2][NT][2], const float4 (&a)[U][2],
+                                          const float4 (&bhi)[U][NT], const float4 (&blo)[U][NT]) {
   Tf32Pair x[U][2][4];  // [k-group][row g, g + 8][element]
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -142,8 +141,8 @@ __device__ __forceinline__ void mma_stage(float (&acc)[1][2][NT][2], const float
 /// The same in double: rows g and g + 8 are two m8 tiles, k-group u goes to accumulator set u % 2;
 /// blo is unused.
 template <int U, int NT>
-__device__ __forceinline__ void mma_stage(double (&acc)[2][2][NT][2], const double2 (&a)[U][2], const double2 (&b)[U][NT],
-                                          const double2 (&)[U][NT]) {
+__device__ __forceinline__ void mma_stage(double (&acc)[2][2][NT][2], const double2 (&a)[U][2],
+                                          const double2 (&b)[U][NT], const double2 (&)[U][NT]) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
 #pragma unroll
