@@ -1,4 +1,4 @@
-// Tensor-core pieces shared by the kernels that use mma.sync directly (TSM2's row-major kernel,
+// Tensor-core pieces shared by the kernels that use mma.sync directly (TSM2's tensor-core kernels,
 // the fused nearest-centre kernel): float split into two TF32 halves for 3xTF32 products, and the
 // m16n8k8 TF32 and m8n8k4 double instructions.
 #pragma once
@@ -54,14 +54,6 @@ __device__ __forceinline__ void mma_3xtf32_product(int p, float (&d)[4], const T
     mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bl0, bl1);
   else
     mma_tf32(d, a0.hi, a1.hi, a2.hi, a3.hi, bh0, bh1);
-}
-
-/// d += A B for one k8 step in 3xTF32: its three products in order.
-__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const Tf32Pair& a0, const Tf32Pair& a1, const Tf32Pair& a2,
-                                           const Tf32Pair& a3, std::uint32_t bh0, std::uint32_t bh1,
-                                           std::uint32_t bl0, std::uint32_t bl1) {
-#pragma unroll
-  for (int p = 0; p < 3; ++p) mma_3xtf32_product(p, d, a0, a1, a2, a3, bh0, bh1, bl0, bl1);
 }
 
 /// The 3xTF32 products of one k-group of 16 inner elements (two k8 steps) form a chain of six mma
