@@ -1,6 +1,7 @@
 // TSM2-specific GPU checks beyond the registry-wide comparison with the reference (gemm_gpu_test.cpp):
-// the test shapes really exercise both the split and the no-split path, and results are bit-identical
-// run after run (the split reduction has a fixed order).
+// the test shapes really exercise both the split and the no-split path (and, where ctest forces it, the
+// splits added in thread-block clusters), and results are bit-identical run after run (the split
+// reduction has a fixed order).
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
 
@@ -10,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace skinny::gemm {
 namespace {
@@ -28,6 +31,19 @@ detail::Problem row_major_problem(DType type, std::int64_t m, std::int64_t n, st
   return p;
 }
 
+/// The same with A column-major (m x k, lda = m): the layout of the column-major TSM2 kernels.
+detail::Problem column_major_a_problem(DType type, std::int64_t m, std::int64_t n, std::int64_t k) {
+  detail::Problem p = row_major_problem(type, m, n, k);
+  p.a_layout = Layout::col_major;
+  p.lda = m;
+  return p;
+}
+
+bool cluster_sum_forced() {
+  const char* e = std::getenv("SKINNY_TSM2_SPLIT_SUM");
+  return e != nullptr && std::string(e) == "cluster";
+}
+
 class Tsm2 : public testing::GpuTest {};
 
 TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
@@ -42,13 +58,32 @@ TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
   EXPECT_GE(kmeans.split, 1);
 }
 
+// ctest runs the TSM2 cases again with SKINNY_TSM2_SPLIT_SUM=cluster (gemm_gpu_tests_tsm2_cm_*_cluster):
+// there the column-major shapes that split must add their splits in clusters, or those runs would
+// check the reduction kernel a second time.
+TEST_F(Tsm2, ForcedClusterSumCoversTheColumnMajorSplitShapes) {
+  if (!cluster_sum_forced()) GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_SUM=cluster only";
+  Context& ctx = testing::shared_context();
+  if (ctx.properties().major < 9) GTEST_SKIP() << "thread-block clusters need compute capability >= 9.0";
+  for (DType type : {DType::f32, DType::f64})
+    for (std::int64_t cols : {std::int64_t(1), std::int64_t(16), std::int64_t(17)}) {
+      const detail::Tsm2Plan p = detail::plan_tsm2(column_major_a_problem(type, 1000, cols, 10243), ctx);
+      EXPECT_GT(p.split, 1) << p.describe();
+      EXPECT_TRUE(p.cluster_sum) << p.describe();
+    }
+  const detail::Tsm2Plan no_split = detail::plan_tsm2(column_major_a_problem(DType::f32, 10243, 3, 7), ctx);
+  EXPECT_EQ(no_split.split, 1);
+  EXPECT_FALSE(no_split.cluster_sum);
+}
+
 template <class T>
-void expect_bit_identical(std::int64_t m, std::int64_t n, std::int64_t k) {
+void expect_bit_identical(std::int64_t m, std::int64_t n, std::int64_t k, Layout a_layout = Layout::row_major) {
   const auto a = testing::random_nonzero<T>(std::size_t(m * k), 11), b = testing::random_nonzero<T>(std::size_t(k * n), 12);
   DeviceBuffer<T> da(a), db(b), dc(std::size_t(m * n));
   Context& ctx = testing::shared_context();
-  const Arguments<T> args{row_major<const T>(da.data(), m, k), col_major<const T>(db.data(), k, n),
-                          row_major(dc.data(), m, n)};
+  const auto a_view = a_layout == Layout::row_major ? row_major<const T>(da.data(), m, k)
+                                                    : col_major<const T>(da.data(), m, k);
+  const Arguments<T> args{a_view, col_major<const T>(db.data(), k, n), row_major(dc.data(), m, n)};
   std::vector<T> first;
   for (int run = 0; run < 5; ++run) {
     gemm(ctx, args, Algo::tsm2);
@@ -64,6 +99,8 @@ void expect_bit_identical(std::int64_t m, std::int64_t n, std::int64_t k) {
 TEST_F(Tsm2, RepeatedRunsAreBitIdenticalWithSplit) {
   expect_bit_identical<float>(1000, 16, 10243);
   expect_bit_identical<double>(7, 17, 10243);
+  expect_bit_identical<float>(1000, 16, 10243, Layout::col_major);
+  expect_bit_identical<double>(7, 17, 10243, Layout::col_major);
 }
 
 TEST_F(Tsm2, RepeatedRunsAreBitIdenticalWithoutSplit) {
