@@ -1,7 +1,6 @@
 // TSM2-specific GPU checks beyond the registry-wide comparison with the reference (gemm_gpu_test.cpp):
-// the test shapes really exercise both the split and the no-split path (and, where ctest forces it, the
-// splits added in thread-block clusters), and results are bit-identical run after run (the split
-// reduction has a fixed order).
+// the test shapes really exercise both the split and the no-split path, and results are bit-identical
+// run after run (the split reduction has a fixed order).
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
 
@@ -11,9 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 namespace skinny::gemm {
 namespace {
@@ -31,19 +28,6 @@ detail::Problem row_major_problem(DType type, std::int64_t m, std::int64_t n, st
   return p;
 }
 
-/// The same with A column-major (m x k, lda = m): the layout of the column-major TSM2 kernels.
-detail::Problem column_major_a_problem(DType type, std::int64_t m, std::int64_t n, std::int64_t k) {
-  detail::Problem p = row_major_problem(type, m, n, k);
-  p.a_layout = Layout::col_major;
-  p.lda = m;
-  return p;
-}
-
-bool cluster_sum_forced() {
-  const char* e = std::getenv("SKINNY_TSM2_SPLIT_SUM");
-  return e != nullptr && std::string(e) == "cluster";
-}
-
 class Tsm2 : public testing::GpuTest {};
 
 TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
@@ -56,24 +40,6 @@ TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
   EXPECT_EQ(many_rows.split, 1);
   const detail::Tsm2Plan kmeans = detail::plan_tsm2(row_major_problem(DType::f64, 262144, 16, 4096), ctx);
   EXPECT_GE(kmeans.split, 1);
-}
-
-// ctest runs the TSM2 cases again with SKINNY_TSM2_SPLIT_SUM=cluster (gemm_gpu_tests_tsm2_cm_*_cluster):
-// there the column-major shapes that split must add their splits in clusters, or those runs would
-// check the reduction kernel a second time.
-TEST_F(Tsm2, ForcedClusterSumCoversTheColumnMajorSplitShapes) {
-  if (!cluster_sum_forced()) GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_SUM=cluster only";
-  Context& ctx = testing::shared_context();
-  if (ctx.properties().major < 9) GTEST_SKIP() << "thread-block clusters need compute capability >= 9.0";
-  for (DType type : {DType::f32, DType::f64})
-    for (std::int64_t cols : {std::int64_t(1), std::int64_t(16), std::int64_t(17)}) {
-      const detail::Tsm2Plan p = detail::plan_tsm2(column_major_a_problem(type, 1000, cols, 10243), ctx);
-      EXPECT_GT(p.split, 1) << p.describe();
-      EXPECT_TRUE(p.cluster_sum) << p.describe();
-    }
-  const detail::Tsm2Plan no_split = detail::plan_tsm2(column_major_a_problem(DType::f32, 10243, 3, 7), ctx);
-  EXPECT_EQ(no_split.split, 1);
-  EXPECT_FALSE(no_split.cluster_sum);
 }
 
 template <class T>
@@ -99,6 +65,7 @@ void expect_bit_identical(std::int64_t m, std::int64_t n, std::int64_t k, Layout
 TEST_F(Tsm2, RepeatedRunsAreBitIdenticalWithSplit) {
   expect_bit_identical<float>(1000, 16, 10243);
   expect_bit_identical<double>(7, 17, 10243);
+  // A column-major: the column-major kernels' splits
   expect_bit_identical<float>(1000, 16, 10243, Layout::col_major);
   expect_bit_identical<double>(7, 17, 10243, Layout::col_major);
 }

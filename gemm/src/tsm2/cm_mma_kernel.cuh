@@ -45,7 +45,6 @@
 #pragma once
 
 #include "../tensor_core.cuh"
-#include "cluster_split_sum.cuh"
 #include "tsm2_device.cuh"
 
 #include <cstdint>
@@ -300,10 +299,6 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
     }
   });
 
-  // The tile (rows per block x T2 <= 16 columns) fits in the ring (its S x G >= 16 columns per warp).
-  static_assert(S * G >= T2, "the split tile fits in the ring");
-  const SplitTile<T> tile =
-      split_tile(g, smem, rg * Cfg::rows_per_block(t1), j0, Cfg::rows_per_block(t1), T2);
 #pragma unroll
   for (int m = 0; m < NT; ++m) {
     const std::int64_t j = j0 + 8 * m + gq;
@@ -314,10 +309,9 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
       for (int h = 0; h < 2; ++h) {
         const std::int64_t i = wrow + Cfg::row_of(n, 2 * tq + h);
         if (i >= g.rows) continue;
-        store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<T>(acc[m][n][h]), tile);
+        store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<T>(acc[m][n][h]));
       }
   }
-  sum_splits_in_cluster(g, tile);
 }
 
 }  // namespace skinny::gemm::detail::tsm2_device

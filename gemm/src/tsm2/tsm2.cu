@@ -21,12 +21,9 @@
 //    5..16 columns has tensor-core candidates too (cm_mma_kernel.cuh: DMMA, float A converted to
 //    double; 3xTF32 for float).
 //  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
-//    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a
-//    second kernel adds them in split order (deterministic, no float atomics) and applies alpha/beta.
-//    It is launched with programmatic dependent launch where available to hide its launch latency.
-//    The column-major kernels can instead run a row group's splits as one thread-block cluster that
-//    adds them in the same order through distributed shared memory (cluster_split_sum.cuh; compute
-//    capability >= 9.0, splits <= 16); the trial times both.
+//    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
+//    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
+//    with programmatic dependent launch where available to hide its launch latency.
 //  * Passes over columns (cols > t2) are neighbouring blocks (pass is the fastest grid index), so the
 //    second read of a stripe of A mostly hits L2.
 //  * t1 is picked per (device, type, layout, vector path, shape) by a short timed trial on the first
@@ -38,7 +35,6 @@
 // A stage, so one barrier per chunk suffices.
 #include "../kernels/common.cuh"
 #include "../kernels/launchers.hpp"
-#include "cluster_split_sum.cuh"
 #include "cm_mma_kernel.cuh"
 #include "rm_mma_kernel.cuh"
 #include "rm_stream_kernel.cuh"
@@ -84,7 +80,7 @@ struct CmCfg {
   static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
   static_assert(T2 % BV == 0, "B rows are read in 16-byte words");
   static std::size_t smem(int t1) { return sizeof(V) * S * G * t1 + sizeof(T) * 2 * KC * T2; }
-  __host__ __device__ static int rows_per_block(int t1) { return t1 * VEC; }
+  static int rows_per_block(int t1) { return t1 * VEC; }
   static int loads_in_flight() { return (S - 1) * G; }
   static int bytes_in_flight_per_thread() { return (S - 1) * G * int(sizeof(V)); }
 };
@@ -162,16 +158,12 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
     }
   });
 
-  // The tile (t1 x VEC rows x T2 <= 32 columns) fits in the ring (S x G x t1 vectors of VEC).
-  static_assert(Cfg::S * Cfg::G >= T2, "the split tile fits in the ring");
-  const SplitTile<T> tile = split_tile(g, smem, rg * Cfg::rows_per_block(t1), j0, Cfg::rows_per_block(t1), T2);
 #pragma unroll
   for (int v = 0; v < VEC; ++v)
     if (v < nvalid)
 #pragma unroll
       for (int j = 0; j < T2; ++j)
-        if (j0 + j < g.cols) store_result(g, static_cast<int>(blockIdx.y), r0 + v, j0 + j, acc[v][j], tile);
-  sum_splits_in_cluster(g, tile);
+        if (j0 + j < g.cols) store_result(g, static_cast<int>(blockIdx.y), r0 + v, j0 + j, acc[v][j]);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -321,7 +313,6 @@ struct KernelInfo {
   int bytes_in_flight_per_thread = 0;  ///< A bytes per thread in flight
   int kc = 0;                          ///< B chunk: the split granularity along inner
   int max_chunk = 0;                   ///< most inner elements one split may cover (0: no limit)
-  bool cluster_sum = false;            ///< can add its splits in a cluster (cluster_split_sum.cuh)
   std::size_t (*smem)(int t1) = nullptr;
   int (*rows_per_block)(int t1) = nullptr;
 };
@@ -348,7 +339,6 @@ KernelInfo info() {
   } else {
     k.fn = reinterpret_cast<const void*>(&tsm2_cm_kernel<T, VEC, T2>);
     set_config_figures<CmCfg<T, VEC, T2>>(k);
-    k.cluster_sum = true;
   }
   return k;
 }
@@ -404,7 +394,6 @@ KernelInfo info_cm_mma() {
   k.vec = C::VEC;
   k.name = C::kTf32 ? "3xtf32" : "dmma";
   set_config_figures<C>(k);
-  k.cluster_sum = true;
   return k;
 }
 
@@ -429,15 +418,12 @@ constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 ///   SKINNY_TSM2_CM_KERNEL=k   column-major A (16-byte path) on one kernel only: DMMA (dmma),
 ///                             3xTF32 (tf32: float; DMMA for double), both any width, or the FFMA
 ///                             kernel (ffma)
-///   SKINNY_TSM2_SPLIT_SUM=s   a split's sums added only by the reduction kernel (kernel) or, where
-///                             the kernel and the device can, only in the cluster (cluster)
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
   std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
   std::string cm_kernel;  ///< "", "dmma", "tf32" or "ffma"
-  std::string split_sum;  ///< "", "kernel" or "cluster"
   bool verbose = false;
 };
 const Tuning& tuning() {
@@ -452,8 +438,6 @@ const Tuning& tuning() {
     r.rm_kernel = rk ? rk : "";
     const char* ck = std::getenv("SKINNY_TSM2_CM_KERNEL");
     r.cm_kernel = ck ? ck : "";
-    const char* ss = std::getenv("SKINNY_TSM2_SPLIT_SUM");
-    r.split_sum = ss ? ss : "";
     r.verbose = num("SKINNY_TSM2_VERBOSE") != 0;
     return r;
   }();
@@ -502,7 +486,6 @@ constexpr int kMaxT2 = 32;                 ///< widest instantiated pass
 constexpr double kInFlightSafety = 2.5;    ///< model latency (600 cycles) is the unloaded one; HBM3 under load is higher
 constexpr double kMaxPartialFraction = 0.03;  ///< split * rows * cols * bytes * 2 / bytes(A) cap (partials mostly stay in L2)
 constexpr int kMaxSplit = 128;
-constexpr int kMaxClusterSplit = 16;       ///< largest thread-block cluster of the H100 (non-portable)
 constexpr double kTrialMinBytes = 16e6;    ///< smaller A: no trial (first candidate)
 
 /// What the planner needs to know about the device, computed once per device.
@@ -513,7 +496,6 @@ struct DeviceFacts {
   tsm2::GpuSpec spec;
   bool spec_ok = false;
   bool tensor_cores = false;  ///< TF32 and double mma (compute capability >= 8.0)
-  bool clusters = false;      ///< thread-block clusters and distributed shared memory (>= 9.0)
 };
 
 std::mutex g_mutex;  // guards the maps below
@@ -527,7 +509,6 @@ const DeviceFacts& device_facts(Context& ctx) {
   DeviceFacts f;
   f.sms = std::max(1, props.multiProcessorCount);
   f.tensor_cores = props.major >= 8;
-  f.clusters = props.major >= 9;
   f.smem_optin = props.sharedMemPerBlockOptin > 0 ? props.sharedMemPerBlockOptin : props.sharedMemPerBlock;
   double per_sm = 12.8 * 600;  // H100 figures if the model cannot run
   try {
@@ -558,43 +539,8 @@ struct Shape {
   bool row_major, vec;
 };
 
-/// Clusters of (1, split, 1) blocks of kernel k at t1 that the device holds at once (0: none).
-int max_active_clusters(const KernelInfo& k, int t1, std::size_t smem, int split) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(1, static_cast<unsigned>(split));
-  cfg.blockDim = dim3(static_cast<unsigned>(t1));
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 1;
-  attr.val.clusterDim.y = static_cast<unsigned>(split);
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, k.fn, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // a cluster size the device or the kernel cannot run
-    return 0;
-  }
-  return clusters;
-}
-
-/// Whether kernel k can add its splits in a cluster on this device: a kernel built for it, compiled for
-/// compute capability >= 9.0 (sum_splits_in_cluster traps below), on a device with clusters. Clusters
-/// of more than 8 blocks (non-portable; the H100 runs 16) are allowed here.
-bool can_sum_in_cluster(const KernelInfo& k, const DeviceFacts& dev) {
-  if (!k.cluster_sum || !dev.clusters) return false;
-  cudaFuncAttributes fa{};
-  SKINNY_CUDA_TRY(cudaFuncGetAttributes(&fa, k.fn));
-  if (fa.ptxVersion < 90) return false;
-  SKINNY_CUDA_TRY(cudaFuncSetAttribute(k.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  return true;
-}
-
-/// The plan for kernel k at t1, or t1 == 0 when it cannot run there. cluster_sum: a plan whose splits
-/// are added in thread-block clusters (split 2 .. kMaxClusterSplit; t1 == 0 where none fits), else
-/// one with the reduction kernel.
-Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev, bool cluster_sum) {
+/// The plan for kernel k at t1, or t1 == 0 when it cannot run there.
+Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev) {
   Tsm2Plan p;
   const std::size_t smem = k.smem(t1);
   if (smem > dev.smem_optin) return p;
@@ -613,57 +559,43 @@ Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts&
   p.bytes_in_flight_needed = dev.needed_bytes_in_flight;
 
   const std::int64_t blocks_per_split = ceil_div(s.rows, p.rows_per_block) * p.passes;
+  const std::int64_t capacity = static_cast<std::int64_t>(occ) * dev.sms;  // resident blocks
   const double bif_block = static_cast<double>(t1) * k.bytes_in_flight_per_thread;
   // The split fills the GPU in whole waves of resident blocks: a partial last wave leaves SMs idle
   // while the others finish (H100, double row-major n = 20480: 160 blocks on 132 one-block SMs ran at
   // 58-71 % of the read ceiling). The smallest split whose waves are >= 95 % full wins, else the
   // fullest; ncu at n = 30720 float k = 16 had shown that one under-filled wave (8.75 % occupancy)
   // also costs, which the same measure counts. Splits cost partial-sum traffic (capped) and whole B
-  // chunks per split. Splits added in a cluster cost no traffic, but a cluster's blocks must fit in one
-  // GPC together, so the blocks resident at once depend on the split.
+  // chunks per split.
   const double a_bytes = static_cast<double>(s.rows) * s.inner * s.elem_bytes;
   const double partial_per_split = 2.0 * s.rows * s.cols * s.elem_bytes;
   const double cap_fraction = tuning().partial_cap > 0 ? tuning().partial_cap : kMaxPartialFraction;
   const auto traffic_cap = static_cast<std::int64_t>(cap_fraction * a_bytes / partial_per_split);
   const std::int64_t inner = std::max<std::int64_t>(s.inner, 1);
-  const std::int64_t min_split = cluster_sum ? 2 : (k.max_chunk > 0 ? ceil_div(inner, k.max_chunk) : 1);
-  const std::int64_t max_split =
-      cluster_sum ? std::min<std::int64_t>(ceil_div(inner, k.kc), kMaxClusterSplit)
-                  : std::max(min_split, std::min({std::max<std::int64_t>(1, traffic_cap), ceil_div(inner, k.kc),
-                                                  static_cast<std::int64_t>(kMaxSplit)}));
+  const std::int64_t min_split = k.max_chunk > 0 ? ceil_div(inner, k.max_chunk) : 1;
+  const std::int64_t max_split = std::max(min_split, std::min({std::max<std::int64_t>(1, traffic_cap),
+                                                               ceil_div(inner, k.kc),
+                                                               static_cast<std::int64_t>(kMaxSplit)}));
   auto chunk_for = [&](std::int64_t split) { return ceil_div(ceil_div(inner, split), k.kc) * k.kc; };
-  // Whole B chunks per split: the splits a chunk size really makes.
-  auto splits_of = [&](std::int64_t split) { return ceil_div(inner, chunk_for(split)); };
-  std::vector<int> clusters(static_cast<std::size_t>(kMaxClusterSplit) + 1, -1);  // max_active_clusters by split
-  auto capacity = [&](std::int64_t split) -> std::int64_t {  // resident blocks
-    if (!cluster_sum) return static_cast<std::int64_t>(occ) * dev.sms;
-    int& c = clusters[static_cast<std::size_t>(split)];
-    if (c < 0) c = max_active_clusters(k, t1, smem, static_cast<int>(split));
-    return static_cast<std::int64_t>(c) * split;
-  };
   auto wave_fill = [&](std::int64_t split) {
-    const std::int64_t real = splits_of(split), cap = capacity(real);
-    if (cap == 0 || (cluster_sum && real < 2)) return 0.0;
-    const double blocks = static_cast<double>(blocks_per_split * real);
-    return blocks / (std::ceil(blocks / static_cast<double>(cap)) * static_cast<double>(cap));
+    const double blocks = static_cast<double>(blocks_per_split * ceil_div(inner, chunk_for(split)));
+    return blocks / (std::ceil(blocks / static_cast<double>(capacity)) * static_cast<double>(capacity));
   };
   std::int64_t split = min_split;
   for (std::int64_t c = min_split; c <= max_split; ++c) {
     if (wave_fill(c) > wave_fill(split) + 1e-9) split = c;
     if (wave_fill(split) >= 0.95) break;
   }
-  if (tuning().split > 0)
-    split = std::max(min_split, std::min<std::int64_t>(tuning().split, cluster_sum ? max_split : ceil_div(inner, k.kc)));
+  if (tuning().split > 0) split = std::max(min_split, std::min<std::int64_t>(tuning().split, ceil_div(inner, k.kc)));
+  // Whole B chunks per split; recount the splits that covers.
   const std::int64_t chunk = chunk_for(split);
-  split = splits_of(split);
-  if (cluster_sum && (split < 2 || split > max_split || capacity(split) == 0)) return Tsm2Plan{};
+  split = ceil_div(inner, chunk);
   p.split = static_cast<int>(split);
-  p.cluster_sum = cluster_sum;
   p.inner_per_split = chunk;
   p.grid_x = blocks_per_split;
-  const double resident = static_cast<double>(std::min(blocks_per_split * split, capacity(split)));
+  const double resident = static_cast<double>(std::min(blocks_per_split * split, capacity));
   p.bytes_in_flight = resident * bif_block;
-  p.partial_fraction = split > 1 && !cluster_sum ? split * partial_per_split / a_bytes : 0.0;
+  p.partial_fraction = split > 1 ? split * partial_per_split / a_bytes : 0.0;
   return p;
 }
 
@@ -783,28 +715,14 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     else
       kernels.push_back(stream);
   }
-  // A plan that splits the inner dimension has a twin whose splits are added in the cluster where the
-  // kernel and the device can (cluster_split_sum.cuh); the trial times both.
-  const std::string& split_sum = tuning().split_sum;
-  for (const KernelInfo& k : kernels) {
-    const bool cluster_ok = split_sum != "kernel" && can_sum_in_cluster(k, dev);
+  for (const KernelInfo& k : kernels)
     for (int t1 : t1_candidates(rm)) {
-      std::vector<Tsm2Plan> plans{plan_at(k, t1, pr.shape, dev, false)};
-      if (plans[0].t1 == 0) continue;
-      if (plans[0].split > 1 && cluster_ok) {
-        const Tsm2Plan twin = plan_at(k, t1, pr.shape, dev, true);
-        if (twin.t1 != 0) {
-          if (split_sum == "cluster") plans.clear();
-          plans.push_back(twin);
-        }
-      }
-      for (Tsm2Plan& p : plans) {
-        p.model_t2 = pr.model_t2;
-        p.model_t3 = pr.model_t3;
-        pr.candidates.push_back(ChosenPlan{p, k});
-      }
+      Tsm2Plan p = plan_at(k, t1, pr.shape, dev);
+      if (p.t1 == 0) continue;
+      p.model_t2 = pr.model_t2;
+      p.model_t3 = pr.model_t3;
+      pr.candidates.push_back(ChosenPlan{p, k});
     }
-  }
   if (pr.candidates.empty())
     throw std::runtime_error("tsm2: no t1 candidate fits on " + std::string(ctx.properties().name));
   return pr;
@@ -813,7 +731,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
 /// Workspace elements of the partial sums (split > 1), rounded up so that the B image after them
 /// starts 256-byte aligned (it is read by 16-byte copies).
 std::int64_t partials_elems(const Tsm2Plan& p, std::int64_t rows, std::int64_t cols) {
-  return p.split > 1 && !p.cluster_sum ? ceil_div(p.split * rows * cols, 64) * 64 : 0;
+  return p.split > 1 ? ceil_div(p.split * rows * cols, 64) * 64 : 0;
 }
 
 /// Workspace elements plan p of kernel k needs: the partial sums, then the B image.
@@ -822,16 +740,14 @@ std::int64_t workspace_elems(const Tsm2Plan& p, const KernelInfo& k, const TallS
   return partials_elems(p, t.rows, t.cols) + (k.b_image ? k.b_image(t.inner, p.passes) : 0);
 }
 
-/// Launches plan `p`: the B image where the kernel reads one, the main kernel (in clusters of the splits
-/// when they are added there), and the reduction kernel for other plans with split > 1. `ws` holds
-/// workspace_elems(p, k, t) elements.
+/// Launches plan `p`: the B image where the kernel reads one, the main kernel, and the reduction when
+/// split > 1. `ws` holds workspace_elems(p, k, t) elements.
 template <class T>
 void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, cudaStream_t stream, int sms) {
   g.ws = ws;
   g.chunk = p.inner_per_split;
   g.passes = p.passes;
   g.split = p.split;
-  g.cluster_sum = p.cluster_sum ? 1 : 0;
   if (k.b_image) {
     T* image = ws + partials_elems(p, g.rows, g.cols);
     const std::int64_t total = k.b_image(g.inner, p.passes);
@@ -842,22 +758,6 @@ void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, cudaStream_t 
   }
   void* params[] = {&g};
   const dim3 grid(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.split));
-  if (p.cluster_sum) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(static_cast<unsigned>(p.t1));
-    cfg.dynamicSmemBytes = p.smem_bytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = static_cast<unsigned>(p.split);
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    SKINNY_CUDA_TRY(cudaLaunchKernelExC(&cfg, k.fn, params));
-    return;
-  }
   SKINNY_CUDA_TRY(cudaLaunchKernel(k.fn, grid, dim3(p.t1), params, p.smem_bytes, stream));
   if (p.split == 1) return;
 
@@ -967,10 +867,9 @@ void launch_typed(const Problem& prob, Context& ctx) {
 std::string Tsm2Plan::describe() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "tsm2 %s %s vec=%d t1=%d t2=%d t3=%d split=%d%s passes=%d rows/block=%d inner/split=%lld grid=%lldx%d "
+                "tsm2 %s %s vec=%d t1=%d t2=%d t3=%d split=%d passes=%d rows/block=%d inner/split=%lld grid=%lldx%d "
                 "occ=%d/SM smem=%zuB in-flight=%.2fMB (need %.2fMB) partials=%.2f%% model(t2=%d,t3=%d)%s",
-                a_row_major ? "row-major" : "col-major", kernel, vec, t1, t2, t3, split,
-                split == 1 ? "" : (cluster_sum ? " (summed in clusters)" : " (summed by a kernel)"), passes,
+                a_row_major ? "row-major" : "col-major", kernel, vec, t1, t2, t3, split, passes,
                 rows_per_block, static_cast<long long>(inner_per_split), static_cast<long long>(grid_x), split,
                 blocks_per_sm, smem_bytes, bytes_in_flight / 1e6, bytes_in_flight_needed / 1e6,
                 partial_fraction * 100, model_t2, model_t3, from_trial ? " trial" : "");

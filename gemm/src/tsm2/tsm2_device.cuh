@@ -58,12 +58,11 @@ struct Args {
   std::int64_t b_rs, b_cs;
   T* c;
   std::int64_t c_rs, c_cs;
-  T* ws;  ///< partial sums [split][rows][cols] (split > 1 without cluster_sum)
+  T* ws;  ///< partial sums [split][rows][cols] (split > 1 only)
   const T* b_image;  ///< B laid out as the tensor-core kernel's shared-memory buffers (rm_mma_kernel.cuh)
   std::int64_t rows, inner, cols;
   std::int64_t chunk;  ///< inner elements per split
   int passes, split;
-  int cluster_sum;  ///< split > 1: the splits are added in the thread-block cluster (cluster_split_sum.cuh)
   T alpha, beta;
 };
 
@@ -126,8 +125,7 @@ __device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::i
 }
 
 /// Result (i, j) of the kernel's split `split`: C itself (alpha, beta) when the inner dimension is not
-/// split, else its partial sum in the workspace [split][rows][cols], added up by tsm2_reduce_kernel
-/// (cluster_split_sum.cuh has the overload for splits added in the cluster).
+/// split, else its partial sum in the workspace [split][rows][cols], added up by tsm2_reduce_kernel.
 template <class T>
 __device__ __forceinline__ void store_result(const Args<T>& g, int split, std::int64_t i, std::int64_t j, T v) {
   if (g.split == 1)

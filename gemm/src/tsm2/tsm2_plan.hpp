@@ -16,9 +16,6 @@ struct Tsm2Plan {
   int t2 = 0;     ///< columns of C per pass (the instantiated kernel's accumulator width)
   int t3 = 0;     ///< 16-byte (or element, scalar path) loads of A in flight per thread (cp.async stages)
   int split = 1;  ///< blocks sharing a row group along the inner dimension; 1: C is written directly
-  /// split > 1: the row group's blocks run as one thread-block cluster and add their partial sums
-  /// through distributed shared memory (cluster_split_sum.cuh), else a second kernel adds them.
-  bool cluster_sum = false;
   int passes = 1;              ///< ceil(cols / t2): passes over A (run as neighbouring blocks)
   int vec = 1;                 ///< elements of A per load: 16 / sizeof(T), or 1 on the scalar fallback
   bool a_row_major = false;    ///< a row-major kernel, else a column-major one
