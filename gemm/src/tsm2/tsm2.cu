@@ -539,8 +539,20 @@ struct Shape {
   bool row_major, vec;
 };
 
-/// The plan for kernel k at t1, or t1 == 0 when it cannot run there.
-Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev) {
+/// How plan_at splits the inner dimension (both cap the partial-sum traffic):
+///  * fill_waves: the smallest split whose waves of resident blocks are >= 95 % full, else the fullest;
+///  * one_lean_wave: the largest split whose grid is one wave of at most kLeanBlocksPerSm blocks per SM.
+///    Measured on the H100 (float column-major n = 10240, bench/results/h100/2026-11-24_cluster-sum/steps):
+///    fewer, longer blocks can beat fuller waves: FFMA at t1 = 64 92-93 % of the read ceiling with split 8
+///    (320 blocks, 2.4 per SM) against 88-90 % with split 16-18 (one 81-91 % full wave); 3xTF32 at
+///    t1 = 256 93-94 % with split 6 (one wave, 1.8 blocks per SM) against 91 % with split 13 (two).
+/// The trial times both where they differ.
+enum class SplitRule { fill_waves, one_lean_wave };
+constexpr double kLeanBlocksPerSm = 2.5;
+
+/// The plan for kernel k at t1 under `rule`, or t1 == 0 when it cannot run there (one_lean_wave: or when
+/// the rows alone need more blocks than its wave).
+Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev, SplitRule rule) {
   Tsm2Plan p;
   const std::size_t smem = k.smem(t1);
   if (smem > dev.smem_optin) return p;
@@ -577,19 +589,27 @@ Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts&
                                                                ceil_div(inner, k.kc),
                                                                static_cast<std::int64_t>(kMaxSplit)}));
   auto chunk_for = [&](std::int64_t split) { return ceil_div(ceil_div(inner, split), k.kc) * k.kc; };
+  // Whole B chunks per split: the splits a split's chunk size really makes (never more).
+  auto splits_of = [&](std::int64_t split) { return ceil_div(inner, chunk_for(split)); };
   auto wave_fill = [&](std::int64_t split) {
-    const double blocks = static_cast<double>(blocks_per_split * ceil_div(inner, chunk_for(split)));
+    const double blocks = static_cast<double>(blocks_per_split * splits_of(split));
     return blocks / (std::ceil(blocks / static_cast<double>(capacity)) * static_cast<double>(capacity));
   };
   std::int64_t split = min_split;
-  for (std::int64_t c = min_split; c <= max_split; ++c) {
-    if (wave_fill(c) > wave_fill(split) + 1e-9) split = c;
-    if (wave_fill(split) >= 0.95) break;
+  if (rule == SplitRule::fill_waves) {
+    for (std::int64_t c = min_split; c <= max_split; ++c) {
+      if (wave_fill(c) > wave_fill(split) + 1e-9) split = c;
+      if (wave_fill(split) >= 0.95) break;
+    }
+  } else {
+    const double wave = std::min(static_cast<double>(capacity), kLeanBlocksPerSm * dev.sms);
+    if (static_cast<double>(blocks_per_split * splits_of(min_split)) > wave) return Tsm2Plan{};
+    for (std::int64_t c = min_split; c <= max_split; ++c)
+      if (static_cast<double>(blocks_per_split * splits_of(c)) <= wave) split = c;
   }
   if (tuning().split > 0) split = std::max(min_split, std::min<std::int64_t>(tuning().split, ceil_div(inner, k.kc)));
-  // Whole B chunks per split; recount the splits that covers.
   const std::int64_t chunk = chunk_for(split);
-  split = ceil_div(inner, chunk);
+  split = splits_of(split);
   p.split = static_cast<int>(split);
   p.inner_per_split = chunk;
   p.grid_x = blocks_per_split;
@@ -715,13 +735,22 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     else
       kernels.push_back(stream);
   }
+  // Each kernel and t1 with the split that fills waves and, where it differs, the one lean wave
+  // (SplitRule).
   for (const KernelInfo& k : kernels)
     for (int t1 : t1_candidates(rm)) {
-      Tsm2Plan p = plan_at(k, t1, pr.shape, dev);
+      Tsm2Plan p = plan_at(k, t1, pr.shape, dev, SplitRule::fill_waves);
       if (p.t1 == 0) continue;
-      p.model_t2 = pr.model_t2;
-      p.model_t3 = pr.model_t3;
-      pr.candidates.push_back(ChosenPlan{p, k});
+      std::vector<Tsm2Plan> plans{p};
+      if (p.split > 1) {
+        const Tsm2Plan lean = plan_at(k, t1, pr.shape, dev, SplitRule::one_lean_wave);
+        if (lean.t1 != 0 && lean.split != p.split) plans.push_back(lean);
+      }
+      for (Tsm2Plan& q : plans) {
+        q.model_t2 = pr.model_t2;
+        q.model_t3 = pr.model_t3;
+        pr.candidates.push_back(ChosenPlan{q, k});
+      }
     }
   if (pr.candidates.empty())
     throw std::runtime_error("tsm2: no t1 candidate fits on " + std::string(ctx.properties().name));
@@ -787,11 +816,16 @@ Args<T> make_args(const TallSkinny<T>& t) {
 }
 
 /// Times the candidates, writing C to scratch in the workspace with beta = 0, and returns the index of
-/// the fastest: one warm-up launch each (which also loads its kernel), then kTrialRounds rounds that time
-/// every candidate once, interleaved so that a drift of the clocks during the trial favours none; each
-/// candidate's best time counts. (Two back-to-back timings per candidate had kept a 1-2 % slower t1 for
-/// the double column-major K-means shape in one process of three.)
-constexpr int kTrialRounds = 3;
+/// the fastest: one warm-up launch each (which also loads its kernel), then rounds that time every
+/// candidate once, interleaved so that a drift of the clocks during the trial favours none; each
+/// candidate's median time counts. (Two back-to-back timings per candidate had kept a 1-2 % slower t1
+/// for the double column-major K-means shape in one process of three; the best of three rounds then
+/// kept, on the H100, a split 2 % slower than another for float n = 10240, k = 4, and the FFMA kernel
+/// at 91 % of the read ceiling over DMMA at 97 % for the double column-major K-means shape.) As many
+/// rounds as fit in about kTrialBudgetMs, from kTrialMinRounds to kTrialMaxRounds.
+constexpr int kTrialMinRounds = 3, kTrialMaxRounds = 15;
+constexpr double kTrialBudgetMs = 50;
+constexpr double kTrialBytesPerMs = 2.5e9;  ///< to estimate a round's time: ~2.5 TB/s
 template <class T>
 std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   std::int64_t ws_elems = 0;
@@ -808,17 +842,24 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   const int sms = ctx.properties().multiProcessorCount;
   for (const ChosenPlan& c : pr.candidates) run(c.plan, c.kernel, g, ws, stream, sms);  // warm-up
   CudaEvent start, stop;
-  std::vector<float> best_ms(pr.candidates.size(), 0.f);
-  for (int round = 0; round < kTrialRounds; ++round)
+  const double a_bytes = static_cast<double>(pr.t.rows) * pr.t.inner * sizeof(T);
+  const double round_ms = static_cast<double>(pr.candidates.size()) * a_bytes / kTrialBytesPerMs;
+  const int rounds = std::clamp(static_cast<int>(kTrialBudgetMs / round_ms), kTrialMinRounds, kTrialMaxRounds);
+  std::vector<std::vector<float>> ms(pr.candidates.size());
+  for (int round = 0; round < rounds; ++round)
     for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
       const ChosenPlan& c = pr.candidates[i];
       start.record(stream);
       run(c.plan, c.kernel, g, ws, stream, sms);
       stop.record(stream);
-      const float ms = stop.ms_since(start);
-      if (round == 0 || ms < best_ms[i]) best_ms[i] = ms;
+      ms[i].push_back(stop.ms_since(start));
     }
-  return static_cast<std::size_t>(std::min_element(best_ms.begin(), best_ms.end()) - best_ms.begin());
+  std::vector<float> median_ms;
+  for (std::vector<float>& m : ms) {
+    std::nth_element(m.begin(), m.begin() + m.size() / 2, m.end());
+    median_ms.push_back(m[m.size() / 2]);
+  }
+  return static_cast<std::size_t>(std::min_element(median_ms.begin(), median_ms.end()) - median_ms.begin());
 }
 
 template <class T>
