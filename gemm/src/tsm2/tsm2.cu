@@ -539,20 +539,23 @@ struct Shape {
   bool row_major, vec;
 };
 
-/// How plan_at splits the inner dimension (both cap the partial-sum traffic):
-///  * fill_waves: the smallest split whose waves of resident blocks are >= 95 % full, else the fullest;
-///  * one_lean_wave: the largest split whose grid is one wave of at most kLeanBlocksPerSm blocks per SM.
-///    Measured on the H100 (float column-major n = 10240, bench/results/h100/2026-11-24_cluster-sum/steps):
-///    fewer, longer blocks can beat fuller waves: FFMA at t1 = 64 92-93 % of the read ceiling with split 8
-///    (320 blocks, 2.4 per SM) against 88-90 % with split 16-18 (one 81-91 % full wave); 3xTF32 at
-///    t1 = 256 93-94 % with split 6 (one wave, 1.8 blocks per SM) against 91 % with split 13 (two).
-/// The trial times both where they differ.
-enum class SplitRule { fill_waves, one_lean_wave };
-constexpr double kLeanBlocksPerSm = 2.5;
+/// How plan_at splits the inner dimension (every way caps the partial-sum traffic):
+///  * lean_blocks_per_sm == 0: the smallest split whose waves of resident blocks are >= 95 % full, else
+///    the fullest;
+///  * > 0 (a lean wave): the largest split whose grid is one wave of at most that many blocks per SM.
+/// Measured on the H100 (column-major n = 10240, bench/results/h100/2026-11-24_cluster-sum/steps): fewer,
+/// longer blocks can beat fuller waves. Float: FFMA at t1 = 64 92-93 % of the read ceiling with split 8
+/// (320 blocks, 2.4 per SM) against 88-90 % with split 16-18 (one 81-91 % full wave); 3xTF32 at t1 = 256
+/// 93-94 % with split 6 (one wave, 1.8 blocks per SM) against 91 % with split 13 (two). Double k = 16:
+/// DMMA at t1 = 64 93 % with split 2 (640 blocks, 4.8 per SM) against 86-90 % with 4 or 6. Which wins
+/// depends on the kernel and the shape, and neighbouring splits can differ by 15 points (one SM's
+/// bytes in flight, uneven blocks per SM): the trial times the wave-filling split and the lean waves
+/// of kLeanBlocksPerSm where they differ.
+constexpr double kLeanBlocksPerSm[] = {2.5, 5.0};
 
-/// The plan for kernel k at t1 under `rule`, or t1 == 0 when it cannot run there (one_lean_wave: or when
-/// the rows alone need more blocks than its wave).
-Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev, SplitRule rule) {
+/// The plan for kernel k at t1, or t1 == 0 when it cannot run there (a lean wave: or when the rows
+/// alone need more blocks than it holds).
+Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev, double lean_blocks_per_sm) {
   Tsm2Plan p;
   const std::size_t smem = k.smem(t1);
   if (smem > dev.smem_optin) return p;
@@ -596,13 +599,13 @@ Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts&
     return blocks / (std::ceil(blocks / static_cast<double>(capacity)) * static_cast<double>(capacity));
   };
   std::int64_t split = min_split;
-  if (rule == SplitRule::fill_waves) {
+  if (lean_blocks_per_sm == 0) {
     for (std::int64_t c = min_split; c <= max_split; ++c) {
       if (wave_fill(c) > wave_fill(split) + 1e-9) split = c;
       if (wave_fill(split) >= 0.95) break;
     }
   } else {
-    const double wave = std::min(static_cast<double>(capacity), kLeanBlocksPerSm * dev.sms);
+    const double wave = std::min(static_cast<double>(capacity), lean_blocks_per_sm * dev.sms);
     if (static_cast<double>(blocks_per_split * splits_of(min_split)) > wave) return Tsm2Plan{};
     for (std::int64_t c = min_split; c <= max_split; ++c)
       if (static_cast<double>(blocks_per_split * splits_of(c)) <= wave) split = c;
@@ -735,16 +738,18 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     else
       kernels.push_back(stream);
   }
-  // Each kernel and t1 with the split that fills waves and, where it differs, the one lean wave
-  // (SplitRule).
+  // Each kernel and t1 with the split that fills waves and, where they differ, those of lean waves
+  // (plan_at).
   for (const KernelInfo& k : kernels)
     for (int t1 : t1_candidates(rm)) {
-      Tsm2Plan p = plan_at(k, t1, pr.shape, dev, SplitRule::fill_waves);
+      Tsm2Plan p = plan_at(k, t1, pr.shape, dev, 0);
       if (p.t1 == 0) continue;
       std::vector<Tsm2Plan> plans{p};
-      if (p.split > 1) {
-        const Tsm2Plan lean = plan_at(k, t1, pr.shape, dev, SplitRule::one_lean_wave);
-        if (lean.t1 != 0 && lean.split != p.split) plans.push_back(lean);
+      for (double lean_blocks_per_sm : kLeanBlocksPerSm) {
+        if (p.split == 1) break;
+        const Tsm2Plan lean = plan_at(k, t1, pr.shape, dev, lean_blocks_per_sm);
+        const bool is_new = std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& q) { return q.split == lean.split; });
+        if (lean.t1 != 0 && is_new) plans.push_back(lean);
       }
       for (Tsm2Plan& q : plans) {
         q.model_t2 = pr.model_t2;
