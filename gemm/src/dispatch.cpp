@@ -69,14 +69,15 @@ Problem make_problem(const Arguments<TIn, TOut>& args) {
   return p;
 }
 
-/// Where TSM2 beat cuBLAS in tsm2-bench on the H100 (bench/results/h100/2026-11-22_tsm2-bench_*.json):
-/// float with k <= 16 in both layouts (1.02-1.43x); double only with k <= 8 and a column-major tall
-/// matrix (0.99-1.13x; at k = 16 and for row-major A cuBLAS was ahead, 0.83-1.00x).
+/// Where TSM2 beat cuBLAS in tsm2-bench on the H100 (bench/results/h100/2026-11-24_lean-waves/json):
+/// float with k <= 16 in both layouts (1.05-1.58x); double with k <= 16 and a column-major tall matrix
+/// (1.02-1.12x up to n = 20480, 0.99-1.04x at n = 30720 and on the K-means shape). Double with a
+/// row-major tall matrix ties (K-means shape 1.00x): cuBLAS keeps it.
 bool tsm2_wins(const Problem& p) {
   if (!detail::tsm2_support(p, "tsm2")) return false;
   const std::int64_t k = detail::skinny_side(p);
   if (p.in_type == DType::f32) return k <= 16;
-  return k <= 8 && detail::tall_layout(p) == Layout::col_major;
+  return k <= 16 && detail::tall_layout(p) == Layout::col_major;
 }
 
 Algo choose_for(const Context&, const Problem& p) {

@@ -226,7 +226,9 @@ TEST_F(GemmApi, AutomaticPicksTsm2ForTallSkinnyAndCublasOtherwise) {
                              row_major<const double>(d, k, n), row_major(d, m, n)};
   };
   EXPECT_EQ(choose(ctx, dargs(20480, 8, 20480, Layout::col_major)), Algo::tsm2);
-  EXPECT_EQ(choose(ctx, dargs(262144, 16, 4096, Layout::row_major)), Algo::cublas);  // cuBLAS measured ahead
+  EXPECT_EQ(choose(ctx, dargs(10240, 16, 10240, Layout::col_major)), Algo::tsm2);
+  EXPECT_EQ(choose(ctx, dargs(10240, 17, 10240, Layout::col_major)), Algo::cublas);
+  EXPECT_EQ(choose(ctx, dargs(262144, 16, 4096, Layout::row_major)), Algo::cublas);  // a tie: cuBLAS keeps it
   const Arguments<__half, float> half{row_major<const __half>(nullptr, 1, 1), row_major<const __half>(nullptr, 1, 1),
                                       row_major(f, 1, 1)};
   EXPECT_THROW(choose(ctx, half), std::invalid_argument);  // null data: validated before choosing

@@ -543,7 +543,7 @@ struct Shape {
 ///  * lean_blocks_per_sm == 0: the smallest split whose waves of resident blocks are >= 95 % full, else
 ///    the fullest;
 ///  * > 0 (a lean wave): the largest split whose grid is one wave of at most that many blocks per SM.
-/// Measured on the H100 (column-major n = 10240, bench/results/h100/2026-11-24_cluster-sum/steps): fewer,
+/// Measured on the H100 (column-major n = 10240, bench/results/h100/2026-11-24_lean-waves/steps): fewer,
 /// longer blocks can beat fuller waves. Float: FFMA at t1 = 64 92-93 % of the read ceiling with split 8
 /// (320 blocks, 2.4 per SM) against 88-90 % with split 16-18 (one 81-91 % full wave); 3xTF32 at t1 = 256
 /// 93-94 % with split 6 (one wave, 1.8 blocks per SM) against 91 % with split 13 (two). Double k = 16:
