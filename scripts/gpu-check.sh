@@ -49,8 +49,9 @@ if has memcheck; then
     --gtest_filter="${SKINNY_MEMCHECK_FILTER:-*-*/tsm2_v0_*:*/tsm2_v1_*}" >>"$out/sanitizer.log" 2>&1
   status[memcheck]=$?
   # The kernels the trial would pick per shape, each alone: row-major A on the tensor cores and row at a
-  # time, column-major float A on the tensor cores.
-  for forced in SKINNY_TSM2_RM_KERNEL=mma SKINNY_TSM2_RM_KERNEL=stream SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_CM_KERNEL=tf32; do
+  # time, column-major float A on the tensor cores; and the splits of lean waves.
+  for forced in SKINNY_TSM2_RM_KERNEL=mma SKINNY_TSM2_RM_KERNEL=stream SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_CM_KERNEL=tf32 \
+                SKINNY_TSM2_SPLIT_RULE=lean; do
     env "$forced" compute-sanitizer --tool memcheck --error-exitcode 9 \
       "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 --gtest_filter='*/tsm2_f*:Tsm2.*' >>"$out/sanitizer.log" 2>&1 ||
       status[memcheck]=$?

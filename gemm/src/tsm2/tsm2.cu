@@ -418,12 +418,15 @@ constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 ///   SKINNY_TSM2_CM_KERNEL=k   column-major A (16-byte path) on one kernel only: DMMA (dmma),
 ///                             3xTF32 (tf32: float; DMMA for double), both any width, or the FFMA
 ///                             kernel (ffma)
+///   SKINNY_TSM2_SPLIT_RULE=lean  only the splits of lean waves where they differ from the wave-filling
+///                             one (plan_at), so that tests without a trial run them
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
   std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
   std::string cm_kernel;  ///< "", "dmma", "tf32" or "ffma"
+  bool lean_only = false;
   bool verbose = false;
 };
 const Tuning& tuning() {
@@ -438,6 +441,8 @@ const Tuning& tuning() {
     r.rm_kernel = rk ? rk : "";
     const char* ck = std::getenv("SKINNY_TSM2_CM_KERNEL");
     r.cm_kernel = ck ? ck : "";
+    const char* rule = std::getenv("SKINNY_TSM2_SPLIT_RULE");
+    r.lean_only = rule != nullptr && std::strcmp(rule, "lean") == 0;
     r.verbose = num("SKINNY_TSM2_VERBOSE") != 0;
     return r;
   }();
@@ -751,6 +756,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
         const bool is_new = std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& q) { return q.split == lean.split; });
         if (lean.t1 != 0 && is_new) plans.push_back(lean);
       }
+      if (tuning().lean_only && plans.size() > 1) plans.erase(plans.begin());
       for (Tsm2Plan& q : plans) {
         q.model_t2 = pr.model_t2;
         q.model_t3 = pr.model_t3;
