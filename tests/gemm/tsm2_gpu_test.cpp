@@ -44,12 +44,13 @@ TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
   EXPECT_GE(kmeans.split, 1);
 }
 
-// ctest runs the TSM2 cases again with SKINNY_TSM2_SPLIT_RULE=lean (gemm_gpu_tests_tsm2_lean_split): there
-// a shape that splits must get a lean wave's split (one wave of at most 5 blocks per SM; on the H100 the
-// wave-filling plan of this shape has 720 blocks, 5.5 per SM).
+// ctest runs the TSM2 cases again with SKINNY_TSM2_SPLIT_RULE=lean (gemm_gpu_tests_tsm2_lean_split):
+// there a shape that splits must get a lean wave's split (one wave of at most 5 blocks per SM; on the
+// H100 the wave-filling plan of this shape has 720 blocks, 5.5 per SM).
 TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
   const char* rule = std::getenv("SKINNY_TSM2_SPLIT_RULE");
-  if (rule == nullptr || std::string(rule) != "lean") GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_RULE=lean";
+  if (rule == nullptr || std::string(rule) != "lean")
+    GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_RULE=lean";
   Context& ctx = testing::shared_context();
   detail::Problem p = row_major_problem(DType::f32, 10240, 4, 10240);
   p.a_layout = Layout::col_major;

@@ -21,15 +21,17 @@
 //    5..16 columns has tensor-core candidates too (cm_mma_kernel.cuh: DMMA, float A converted to
 //    double; 3xTF32 for float).
 //  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
-//    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a second kernel
-//    adds them in split order (deterministic, no float atomics) and applies alpha/beta. It is launched
-//    with programmatic dependent launch where available to hide its launch latency.
+//    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a
+//    second kernel adds them in split order (deterministic, no float atomics) and applies alpha/beta.
+//    It is launched with programmatic dependent launch where available to hide its launch latency.
+//    The split fills whole waves, or makes one lean wave of fewer, longer blocks (plan_at).
 //  * Passes over columns (cols > t2) are neighbouring blocks (pass is the fastest grid index), so the
 //    second read of a stripe of A mostly hits L2.
 //  * t1 is picked per (device, type, layout, vector path, shape) by a short timed trial on the first
-//    call (the paper's Alg. 5), writing only to the workspace; SKINNY_TSM2_NO_TRIAL=1 disables it. At
-//    16 columns per pass on column-major A the trial also times the same kernel on half-width vectors
-//    (half the accumulators). The choice is cached; later calls launch it without planning again.
+//    call (the paper's Alg. 5), writing only to the workspace; SKINNY_TSM2_NO_TRIAL=1 disables it. The
+//    trial also times the kernels of the shape and, for each, the splits of plan_at. At 16 columns per
+//    pass on column-major A it times the same kernel on half-width vectors too (half the accumulators).
+//    The choice is cached; later calls launch it without planning again.
 //
 // B chunks are double buffered in shared memory and filled by cp.async in the same commit group as an
 // A stage, so one barrier per chunk suffices.
@@ -753,7 +755,8 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
       for (double lean_blocks_per_sm : kLeanBlocksPerSm) {
         if (p.split == 1) break;
         const Tsm2Plan lean = plan_at(k, t1, pr.shape, dev, lean_blocks_per_sm);
-        const bool is_new = std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& q) { return q.split == lean.split; });
+        const bool is_new =
+            std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& q) { return q.split == lean.split; });
         if (lean.t1 != 0 && is_new) plans.push_back(lean);
       }
       if (tuning().lean_only && plans.size() > 1) plans.erase(plans.begin());
