@@ -551,9 +551,9 @@ struct Shape {
 ///    the fullest;
 ///  * > 0 (a lean wave): the largest split whose grid is one wave of at most that many blocks per SM.
 /// Measured on the H100 (column-major n = 10240, bench/results/h100/2026-11-24_lean-waves/steps): fewer,
-/// longer blocks can beat fuller waves. Float: FFMA at t1 = 64 92-93 % of the read ceiling with split 8
-/// (320 blocks, 2.4 per SM) against 88-90 % with split 16-18 (one 81-91 % full wave); 3xTF32 at t1 = 256
-/// 93-94 % with split 6 (one wave, 1.8 blocks per SM) against 91 % with split 13 (two). Double k = 16:
+/// longer blocks can beat fuller waves. Float k = 2 / 4: FFMA at t1 = 64 93 / 92 % of the read ceiling
+/// with split 8 (320 blocks, 2.4 per SM) against 90 / 88 % with split 18 (one 91 % full wave); 3xTF32
+/// at t1 = 256 93-94 % with split 6 (one wave, 1.8 blocks per SM) against 91 % with split 13 (two). Double k = 16:
 /// DMMA at t1 = 64 93 % with split 2 (640 blocks, 4.8 per SM) against 86-90 % with 4 or 6. Which wins
 /// depends on the kernel and the shape, and neighbouring splits can differ by 15 points (one SM's
 /// bytes in flight, uneven blocks per SM): the trial times the wave-filling split and the lean waves
