@@ -24,12 +24,12 @@
 //    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a
 //    second kernel adds them in split order (deterministic, no float atomics) and applies alpha/beta.
 //    It is launched with programmatic dependent launch where available to hide its launch latency.
-//    The split fills whole waves, or makes one lean wave of fewer, longer blocks (plan_at).
+//    The split fills whole waves, or makes one lean wave of fewer, longer blocks (plans_at).
 //  * Passes over columns (cols > t2) are neighbouring blocks (pass is the fastest grid index), so the
 //    second read of a stripe of A mostly hits L2.
 //  * t1 is picked per (device, type, layout, vector path, shape) by a short timed trial on the first
 //    call (the paper's Alg. 5), writing only to the workspace; SKINNY_TSM2_NO_TRIAL=1 disables it. The
-//    trial also times the kernels of the shape and, for each, the splits of plan_at. At 16 columns per
+//    trial also times the kernels of the shape and, for each, the splits of plans_at. At 16 columns per
 //    pass on column-major A it times the same kernel on half-width vectors too (half the accumulators).
 //    The choice is cached; later calls launch it without planning again.
 //
@@ -421,7 +421,7 @@ constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 ///                             3xTF32 (tf32: float; DMMA for double), both any width, or the FFMA
 ///                             kernel (ffma)
 ///   SKINNY_TSM2_SPLIT_RULE=lean  only the splits of lean waves where they differ from the wave-filling
-///                             one (plan_at), so that tests without a trial run them
+///                             one (plans_at), so that tests without a trial run them
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
@@ -546,10 +546,9 @@ struct Shape {
   bool row_major, vec;
 };
 
-/// How plan_at splits the inner dimension (every way caps the partial-sum traffic):
-///  * lean_blocks_per_sm == 0: the smallest split whose waves of resident blocks are >= 95 % full, else
-///    the fullest;
-///  * > 0 (a lean wave): the largest split whose grid is one wave of at most that many blocks per SM.
+/// How plans_at splits the inner dimension (every way caps the partial-sum traffic):
+///  * filling waves: the smallest split whose waves of resident blocks are >= 95 % full, else the fullest;
+///  * a lean wave: the largest split whose grid is one wave of at most kLeanBlocksPerSm blocks per SM.
 /// Measured on the H100 (column-major n = 10240, bench/results/h100/2026-11-24_lean-waves/steps): fewer,
 /// longer blocks can beat fuller waves. Float k = 2 / 4: FFMA at t1 = 64 93 / 92 % of the read ceiling
 /// with split 8 (320 blocks, 2.4 per SM) against 90 / 88 % with split 18 (one 91 % full wave); 3xTF32
@@ -560,14 +559,15 @@ struct Shape {
 /// of kLeanBlocksPerSm where they differ.
 constexpr double kLeanBlocksPerSm[] = {2.5, 5.0};
 
-/// The plan for kernel k at t1, or t1 == 0 when it cannot run there (a lean wave: or when the rows
-/// alone need more blocks than it holds).
-Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev, double lean_blocks_per_sm) {
+/// The plans for kernel k at t1, one per distinct split: the wave-filling one first, then those of the
+/// lean waves whose grid the rows alone do not overflow (only those with SKINNY_TSM2_SPLIT_RULE=lean,
+/// where there are any). Empty when the kernel cannot run at t1.
+std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev) {
   Tsm2Plan p;
   const std::size_t smem = k.smem(t1);
-  if (smem > dev.smem_optin) return p;
+  if (smem > dev.smem_optin) return {};
   const int occ = occupancy(k, t1, smem, dev.smem_optin);
-  if (occ < 1) return p;
+  if (occ < 1) return {};
   p.t1 = t1;
   p.t2 = k.t2;
   p.t3 = k.loads_in_flight;
@@ -605,28 +605,38 @@ Tsm2Plan plan_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts&
     const double blocks = static_cast<double>(blocks_per_split * splits_of(split));
     return blocks / (std::ceil(blocks / static_cast<double>(capacity)) * static_cast<double>(capacity));
   };
-  std::int64_t split = min_split;
-  if (lean_blocks_per_sm == 0) {
-    for (std::int64_t c = min_split; c <= max_split; ++c) {
-      if (wave_fill(c) > wave_fill(split) + 1e-9) split = c;
-      if (wave_fill(split) >= 0.95) break;
-    }
-  } else {
-    const double wave = std::min(static_cast<double>(capacity), lean_blocks_per_sm * dev.sms);
-    if (static_cast<double>(blocks_per_split * splits_of(min_split)) > wave) return Tsm2Plan{};
-    for (std::int64_t c = min_split; c <= max_split; ++c)
-      if (static_cast<double>(blocks_per_split * splits_of(c)) <= wave) split = c;
-  }
-  if (tuning().split > 0) split = std::max(min_split, std::min<std::int64_t>(tuning().split, ceil_div(inner, k.kc)));
-  const std::int64_t chunk = chunk_for(split);
-  split = splits_of(split);
-  p.split = static_cast<int>(split);
-  p.inner_per_split = chunk;
   p.grid_x = blocks_per_split;
-  const double resident = static_cast<double>(std::min(blocks_per_split * split, capacity));
-  p.bytes_in_flight = resident * bif_block;
-  p.partial_fraction = split > 1 ? split * partial_per_split / a_bytes : 0.0;
-  return p;
+  auto with_split = [&](std::int64_t split) {
+    if (tuning().split > 0)
+      split = std::max(min_split, std::min<std::int64_t>(tuning().split, ceil_div(inner, k.kc)));
+    Tsm2Plan q = p;
+    q.inner_per_split = chunk_for(split);
+    split = splits_of(split);
+    q.split = static_cast<int>(split);
+    q.bytes_in_flight = static_cast<double>(std::min(blocks_per_split * split, capacity)) * bif_block;
+    q.partial_fraction = split > 1 ? split * partial_per_split / a_bytes : 0.0;
+    return q;
+  };
+
+  std::int64_t split = min_split;
+  for (std::int64_t c = min_split; c <= max_split; ++c) {
+    if (wave_fill(c) > wave_fill(split) + 1e-9) split = c;
+    if (wave_fill(split) >= 0.95) break;
+  }
+  std::vector<Tsm2Plan> plans{with_split(split)};
+  if (plans[0].split == 1) return plans;
+  for (double blocks_per_sm : kLeanBlocksPerSm) {
+    const double wave = std::min(static_cast<double>(capacity), blocks_per_sm * dev.sms);
+    if (static_cast<double>(blocks_per_split * splits_of(min_split)) > wave) continue;
+    std::int64_t lean = min_split;
+    for (std::int64_t c = min_split; c <= max_split; ++c)
+      if (static_cast<double>(blocks_per_split * splits_of(c)) <= wave) lean = c;
+    const Tsm2Plan q = with_split(lean);
+    if (std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& r) { return r.split == q.split; }))
+      plans.push_back(q);
+  }
+  if (tuning().lean_only && plans.size() > 1) plans.erase(plans.begin());
+  return plans;
 }
 
 /// t1 candidates in trial order (the first is the no-trial choice).
@@ -745,27 +755,13 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     else
       kernels.push_back(stream);
   }
-  // Each kernel and t1 with the split that fills waves and, where they differ, those of lean waves
-  // (plan_at).
   for (const KernelInfo& k : kernels)
-    for (int t1 : t1_candidates(rm)) {
-      Tsm2Plan p = plan_at(k, t1, pr.shape, dev, 0);
-      if (p.t1 == 0) continue;
-      std::vector<Tsm2Plan> plans{p};
-      for (double lean_blocks_per_sm : kLeanBlocksPerSm) {
-        if (p.split == 1) break;
-        const Tsm2Plan lean = plan_at(k, t1, pr.shape, dev, lean_blocks_per_sm);
-        const bool is_new =
-            std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& q) { return q.split == lean.split; });
-        if (lean.t1 != 0 && is_new) plans.push_back(lean);
+    for (int t1 : t1_candidates(rm))
+      for (Tsm2Plan& p : plans_at(k, t1, pr.shape, dev)) {
+        p.model_t2 = pr.model_t2;
+        p.model_t3 = pr.model_t3;
+        pr.candidates.push_back(ChosenPlan{p, k});
       }
-      if (tuning().lean_only && plans.size() > 1) plans.erase(plans.begin());
-      for (Tsm2Plan& q : plans) {
-        q.model_t2 = pr.model_t2;
-        q.model_t3 = pr.model_t3;
-        pr.candidates.push_back(ChosenPlan{q, k});
-      }
-    }
   if (pr.candidates.empty())
     throw std::runtime_error("tsm2: no t1 candidate fits on " + std::string(ctx.properties().name));
   return pr;
