@@ -1,7 +1,6 @@
 // TSM2-specific GPU checks beyond the registry-wide comparison with the reference (gemm_gpu_test.cpp):
-// the test shapes really exercise both the split and the no-split path (and, with the split rules of
-// ctest's runs, the lean waves and stream-K), and results are bit-identical run after run (the split
-// reduction has a fixed order).
+// the test shapes really exercise both the split and the no-split path, and results are bit-identical
+// run after run (the split reduction has a fixed order).
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
 
@@ -11,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -60,26 +58,6 @@ TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
   const detail::Tsm2Plan plan = detail::plan_tsm2(p, ctx);
   EXPECT_GT(plan.split, 1) << plan.describe();
   EXPECT_LE(plan.grid_x * plan.split, 5 * ctx.properties().multiProcessorCount) << plan.describe();
-}
-
-// ctest runs the TSM2 cases again with SKINNY_TSM2_SPLIT_RULE=stream-k and no cap on the partial-sum
-// traffic (gemm_gpu_tests_tsm2_stream_k): there column-major shapes with enough work get a stream-K
-// grid of one wave (at most 5 blocks per SM), tiles shared by several blocks.
-TEST_F(Tsm2, StreamKRunPlansStreamK) {
-  const char* rule = std::getenv("SKINNY_TSM2_SPLIT_RULE");
-  if (rule == nullptr || std::string(rule) != "stream-k")
-    GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_RULE=stream-k";
-  Context& ctx = testing::shared_context();
-  for (DType type : {DType::f32, DType::f64})
-    for (const auto& [m, n, k] : {std::array<std::int64_t, 3>{10240, 4, 10240}, {1000, 16, 10243}, {1000, 64, 10243}}) {
-      detail::Problem p = row_major_problem(type, m, n, k);
-      p.a_layout = Layout::col_major;
-      p.lda = p.m;
-      const detail::Tsm2Plan plan = detail::plan_tsm2(p, ctx);
-      EXPECT_GT(plan.stream_k_blocks, plan.grid_x) << plan.describe();
-      EXPECT_LE(plan.stream_k_blocks, 5 * ctx.properties().multiProcessorCount) << plan.describe();
-      EXPECT_GT(plan.split, 1) << plan.describe();
-    }
 }
 
 template <class T>

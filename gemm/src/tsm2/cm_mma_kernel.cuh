@@ -145,7 +145,7 @@ __device__ __forceinline__ void split_raw_b(float* buf, const float* raw, const 
 /// registers; with room for them side by side (99 registers) the H100 read at 91 % of the ceiling
 /// instead of 86-88 % at n = 10240, 96-97 % instead of 92-95 % at n = 20480, 99 % instead of 94-96 %
 /// on the column-major K-means shape (bench/results/h100/2026-11-24_launch-bounds/steps).
-template <class T, CmMath M, int NT, bool kStreamK>
+template <class T, CmMath M, int NT>
 __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_kernel(const Args<T> g) {
   using Cfg = CmMmaCfg<T, M, NT>;
   using V = typename Cfg::V;
@@ -158,161 +158,160 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
   T* bt = reinterpret_cast<T*>(smem + Cfg::ring_bytes(t1));  // [2][B_BUF]
   T* raw = bt + 2 * B_BUF;                                   // 3xTF32: [2][B_RAW]
 
-  for_each_segment<kStreamK>(g, [&](const Segment& seg) {
-    const int pass = static_cast<int>(seg.tile % static_cast<unsigned>(g.passes));
-    const std::int64_t rg = seg.tile / static_cast<unsigned>(g.passes);
-    const std::int64_t wrow = rg * Cfg::rows_per_block(t1) + static_cast<std::int64_t>(warp) * Cfg::ROWS_PER_WARP;
-    const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
-    const std::int64_t p_begin = seg.p_begin, p_end = seg.p_end;
-    const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
+  const int pass = static_cast<int>(blockIdx.x % static_cast<unsigned>(g.passes));
+  const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
+  const std::int64_t wrow = rg * Cfg::rows_per_block(t1) + static_cast<std::int64_t>(warp) * Cfg::ROWS_PER_WARP;
+  const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
+  const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
+  const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
 
-    // Lane `lane` copies rows wrow + VEC (lane % LPC) .. + VEC - 1 of columns lane / LPC + CPC i of a
-    // stage (LPC lanes cover a column's 128 bytes). Rows past the edge are zero and never stored.
-    const int copy_row = VEC * (lane % LPC), copy_col = lane / LPC;
-    const std::int64_t rows_left = g.rows - (wrow + copy_row);
-    const int row_bytes = rows_left <= 0 ? 0 : static_cast<int>(rows_left >= VEC ? VEC : rows_left) * int(sizeof(T));
-    const T* a_rows = g.a + (row_bytes > 0 ? wrow + copy_row : 0);
-    // The common case, whole rows and a whole stage, runs without a test per copy from a source pointer
-    // carried from stage to stage (the compiler would otherwise recompute the addresses every stage).
-    const int whole_rows = kept(row_bytes == VEC * int(sizeof(T)));
-    const std::int64_t copy_stride = CPC * g.lda;
-    const T* next_src = a_rows + (p_begin + copy_col) * g.lda;
-    // Offsets of this lane's pieces in a stage: columns c and c + 2 CPC share a swizzle.
-    static_assert(COPIES % 2 == 0 && Cfg::swizzle(2 * CPC) == 0, "two offsets serve all copies");
-    const int dst_offset[2] = {kept(Cfg::piece(copy_col, copy_row / VEC)),
-                               kept(Cfg::piece(copy_col + CPC, copy_row / VEC))};
-    auto dst_of = [&](int i) { return dst_offset[i % 2] + i / 2 * 2 * CPC * PITCH; };
-    auto issue = [&](std::int64_t step, int slot) {
-      if (step >= nsteps) return;
-      const std::int64_t p0 = p_begin + step * G;
-      const T* src = next_src;
-      next_src += G * g.lda;
-      if (whole_rows && p0 + G <= p_end) {
+  // Lane `lane` copies rows wrow + VEC (lane % LPC) .. + VEC - 1 of columns lane / LPC + CPC i of a
+  // stage (LPC lanes cover a column's 128 bytes). Rows past the edge are zero and never stored.
+  const int copy_row = VEC * (lane % LPC), copy_col = lane / LPC;
+  const std::int64_t rows_left = g.rows - (wrow + copy_row);
+  const int row_bytes = rows_left <= 0 ? 0 : static_cast<int>(rows_left >= VEC ? VEC : rows_left) * int(sizeof(T));
+  const T* a_rows = g.a + (row_bytes > 0 ? wrow + copy_row : 0);
+  // The common case, whole rows and a whole stage, runs without a test per copy from a source pointer
+  // carried from stage to stage (the compiler would otherwise recompute the addresses every stage).
+  const int whole_rows = kept(row_bytes == VEC * int(sizeof(T)));
+  const std::int64_t copy_stride = CPC * g.lda;
+  const T* next_src = a_rows + (p_begin + copy_col) * g.lda;
+  // Offsets of this lane's pieces in a stage: columns c and c + 2 CPC share a swizzle.
+  static_assert(COPIES % 2 == 0 && Cfg::swizzle(2 * CPC) == 0, "two offsets serve all copies");
+  const int dst_offset[2] = {kept(Cfg::piece(copy_col, copy_row / VEC)),
+                             kept(Cfg::piece(copy_col + CPC, copy_row / VEC))};
+  auto dst_of = [&](int i) { return dst_offset[i % 2] + i / 2 * 2 * CPC * PITCH; };
+  auto issue = [&](std::int64_t step, int slot) {
+    if (step >= nsteps) return;
+    const std::int64_t p0 = p_begin + step * G;
+    const T* src = next_src;
+    next_src += G * g.lda;
+    if (whole_rows && p0 + G <= p_end) {
 #pragma unroll
-        for (int i = 0; i < COPIES; ++i)
-          cp_async<16>(ring + slot * STAGE + dst_of(i), src + i * copy_stride, 16);
-        return;
-      }
-#pragma unroll
-      for (int i = 0; i < COPIES; ++i) {
-        const int c = copy_col + CPC * i;
-        const bool ok = p0 + c < p_end && row_bytes > 0;
-        copy_vector(reinterpret_cast<V*>(ring + slot * STAGE + dst_of(i)), ok ? a_rows + (p0 + c) * g.lda : g.a,
-                    ok ? row_bytes : 0, g.a);
-      }
-    };
-
-    // acc[m][n][h]: C(row wrow + row_of(n, 2t + h), column j0 + 8m + g).
-    using Acc = std::conditional_t<Cfg::kTf32, float, double>;
-    Acc acc[NT][NR][2];
-#pragma unroll
-    for (int m = 0; m < NT; ++m)
-#pragma unroll
-      for (int n = 0; n < NR; ++n) acc[m][n][0] = acc[m][n][1] = Acc(0);
-
-    // B^T chunk c goes to buffer c & 1. 3xTF32: chunk 0 is copied and split now, chunk 1 copied with
-    // stage 0; at the start of chunk c the copies of chunk c + 1 have landed (they went with a stage at
-    // most SPC earlier), so they are split into the free buffer and chunk c + 2 is copied raw.
-    if constexpr (Cfg::kTf32) {
-      copy_raw_b<Cfg>(raw, g, p_begin, p_end, j0, tid, t1);
-      cp_async_commit();
-      cp_async_wait<0>();
-      split_raw_b<Cfg>(bt, raw, g, tid, t1);
-      if (p_begin + KC < p_end) copy_raw_b<Cfg>(raw + B_RAW, g, p_begin + KC, p_end, j0, tid, t1);
-    } else {
-      fill_b<T, KC, T2, true, LDB>(bt, g, p_begin, p_end, j0, tid, t1);
+      for (int i = 0; i < COPIES; ++i)
+        cp_async<16>(ring + slot * STAGE + dst_of(i), src + i * copy_stride, 16);
+      return;
     }
-    auto fill_chunk = [&](std::int64_t c) {
-      const std::int64_t p0 = p_begin + c * KC;
-      if (p0 >= p_end) return;
-      if constexpr (Cfg::kTf32) {
-        split_raw_b<Cfg>(bt + (c & 1) * B_BUF, raw + (c & 1) * B_RAW, g, tid, t1);
-        if (p0 + KC < p_end) copy_raw_b<Cfg>(raw + ((c + 1) & 1) * B_RAW, g, p0 + KC, p_end, j0, tid, t1);
-      } else {
-        fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
-      }
-    };
-    // This lane's offsets in a stage (piece g of columns 8u + 2t + s, whose swizzle is 2t) and in a B^T
-    // buffer (row g, inner 2t).
-    const int a_lane = kept(VEC * (gq ^ (2 * tq)));
-    const int b_lane = kept(gq * LDB + (Cfg::kTf32 ? 8 : 2) * tq);
-    run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
-      const T* a_s = ring + slot * STAGE + a_lane;
-      if constexpr (Cfg::kTf32) {
-        // One k-group per stage into a fresh accumulator (the tensor cores add by truncation), then
-        // round-to-nearest adds into the running sums.
-        const T* b_s = bt + (chunk & 1) * B_BUF + b_lane + 4 * kstep * G;
-        float d[NR][4];
 #pragma unroll
-        for (int n = 0; n < NR; ++n) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.f;
-#pragma unroll
-        for (int u = 0; u < G / 8; ++u) {
-          // The A fragment: B^T(column g, g + 8; inner 8u + 2t, 8u + 2t + 1), high and low halves.
-          const float4 hi = *reinterpret_cast<const float4*>(b_s + 32 * u);
-          const float4 lo = *reinterpret_cast<const float4*>(b_s + 32 * u + 4);
-          const Tf32Pair a0{__float_as_uint(hi.x), __float_as_uint(lo.x)};
-          const Tf32Pair a1{__float_as_uint(hi.y), __float_as_uint(lo.y)};
-          const Tf32Pair a2{__float_as_uint(hi.z), __float_as_uint(lo.z)};
-          const Tf32Pair a3{__float_as_uint(hi.w), __float_as_uint(lo.w)};
-          // A(row 4g + n, inner 8u + 2t) and (.., 8u + 2t + 1) for n-tile n
-          Tf32Pair x0[NR], x1[NR];
-          split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq) * PITCH), x0);
-          split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + 1) * PITCH), x1);
-          // Product by product across the n-tiles' independent chains (tensor_core.cuh, k_group_3xtf32_step).
-#pragma unroll
-          for (int p = 0; p < 3; ++p)
-#pragma unroll
-            for (int n = 0; n < NR; ++n)
-              mma_3xtf32_product(p, d[n], a0, a1, a2, a3, x0[n].hi, x1[n].hi, x0[n].lo, x1[n].lo);
-        }
-#pragma unroll
-        for (int n = 0; n < NR; ++n) {
-          acc[0][n][0] += d[n][0];
-          acc[0][n][1] += d[n][1];
-          acc[1][n][0] += d[n][2];
-          acc[1][n][1] += d[n][3];
-        }
-      } else {
-        const T* b_s = bt + (chunk & 1) * B_BUF + b_lane + kstep * G;
-#pragma unroll
-        for (int u = 0; u < G / 8; ++u) {
-          double bf[NT][2];  // B^T(column 8m + g, inner 8u + 2t + s)
-#pragma unroll
-          for (int m = 0; m < NT; ++m) {
-            const auto b2 = *reinterpret_cast<const typename VecOf<T, 2>::type*>(b_s + 8 * m * LDB + 8 * u);
-            bf[m][0] = b2.x;
-            bf[m][1] = b2.y;
-          }
-#pragma unroll
-          for (int s = 0; s < 2; ++s) {
-            // A(row VEC g + n, inner 8u + 2t + s) for n-tile n
-            const V v = *reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + s) * PITCH);
-            double af[NR];
-#pragma unroll
-            for (int n = 0; n < NR; ++n) af[n] = elem<T>(v, n);
-#pragma unroll
-            for (int m = 0; m < NT; ++m)
-#pragma unroll
-              for (int n = 0; n < NR; ++n) mma_f64(acc[m][n], bf[m][s], af[n]);
-          }
-        }
-      }
-    });
+    for (int i = 0; i < COPIES; ++i) {
+      const int c = copy_col + CPC * i;
+      const bool ok = p0 + c < p_end && row_bytes > 0;
+      copy_vector(reinterpret_cast<V*>(ring + slot * STAGE + dst_of(i)), ok ? a_rows + (p0 + c) * g.lda : g.a,
+                  ok ? row_bytes : 0, g.a);
+    }
+  };
 
+  // acc[m][n][h]: C(row wrow + row_of(n, 2t + h), column j0 + 8m + g).
+  using Acc = std::conditional_t<Cfg::kTf32, float, double>;
+  Acc acc[NT][NR][2];
 #pragma unroll
-    for (int m = 0; m < NT; ++m) {
-      const std::int64_t j = j0 + 8 * m + gq;
-      if (j >= g.cols) continue;
+  for (int m = 0; m < NT; ++m)
 #pragma unroll
-      for (int n = 0; n < NR; ++n)
+    for (int n = 0; n < NR; ++n) acc[m][n][0] = acc[m][n][1] = Acc(0);
+
+  // B^T chunk c goes to buffer c & 1. 3xTF32: chunk 0 is copied and split now, chunk 1 copied with
+  // stage 0; at the start of chunk c the copies of chunk c + 1 have landed (they went with a stage at
+  // most SPC earlier), so they are split into the free buffer and chunk c + 2 is copied raw.
+  if constexpr (Cfg::kTf32) {
+    copy_raw_b<Cfg>(raw, g, p_begin, p_end, j0, tid, t1);
+    cp_async_commit();
+    cp_async_wait<0>();
+    split_raw_b<Cfg>(bt, raw, g, tid, t1);
+    if (p_begin + KC < p_end) copy_raw_b<Cfg>(raw + B_RAW, g, p_begin + KC, p_end, j0, tid, t1);
+  } else {
+    fill_b<T, KC, T2, true, LDB>(bt, g, p_begin, p_end, j0, tid, t1);
+  }
+  auto fill_chunk = [&](std::int64_t c) {
+    const std::int64_t p0 = p_begin + c * KC;
+    if (p0 >= p_end) return;
+    if constexpr (Cfg::kTf32) {
+      split_raw_b<Cfg>(bt + (c & 1) * B_BUF, raw + (c & 1) * B_RAW, g, tid, t1);
+      if (p0 + KC < p_end) copy_raw_b<Cfg>(raw + ((c + 1) & 1) * B_RAW, g, p0 + KC, p_end, j0, tid, t1);
+    } else {
+      fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
+    }
+  };
+  // This lane's offsets in a stage (piece g of columns 8u + 2t + s, whose swizzle is 2t) and in a B^T
+  // buffer (row g, inner 2t).
+  const int a_lane = kept(VEC * (gq ^ (2 * tq)));
+  const int b_lane = kept(gq * LDB + (Cfg::kTf32 ? 8 : 2) * tq);
+  run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+    const T* a_s = ring + slot * STAGE + a_lane;
+    if constexpr (Cfg::kTf32) {
+      // One k-group per stage into a fresh accumulator (the tensor cores add by truncation), then
+      // round-to-nearest adds into the running sums.
+      const T* b_s = bt + (chunk & 1) * B_BUF + b_lane + 4 * kstep * G;
+      float d[NR][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const std::int64_t i = wrow + Cfg::row_of(n, 2 * tq + h);
-          if (i >= g.rows) continue;
-          store_result(g, seg.slot, i, j, static_cast<T>(acc[m][n][h]));
+      for (int n = 0; n < NR; ++n) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.f;
+#pragma unroll
+      for (int u = 0; u < G / 8; ++u) {
+        // The A fragment: B^T(column g, g + 8; inner 8u + 2t, 8u + 2t + 1), high and low halves.
+        const float4 hi = *reinterpret_cast<const float4*>(b_s + 32 * u);
+        const float4 lo = *reinterpret_cast<const float4*>(b_s + 32 * u + 4);
+        const Tf32Pair a0{__float_as_uint(hi.x), __float_as_uint(lo.x)};
+        const Tf32Pair a1{__float_as_uint(hi.y), __float_as_uint(lo.y)};
+        const Tf32Pair a2{__float_as_uint(hi.z), __float_as_uint(lo.z)};
+        const Tf32Pair a3{__float_as_uint(hi.w), __float_as_uint(lo.w)};
+        // A(row 4g + n, inner 8u + 2t) and (.., 8u + 2t + 1) for n-tile n
+        Tf32Pair x0[NR], x1[NR];
+        split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq) * PITCH), x0);
+        split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + 1) * PITCH), x1);
+        // Product by product across the n-tiles' independent chains (tensor_core.cuh, k_group_3xtf32_step).
+#pragma unroll
+        for (int p = 0; p < 3; ++p)
+#pragma unroll
+          for (int n = 0; n < NR; ++n)
+            mma_3xtf32_product(p, d[n], a0, a1, a2, a3, x0[n].hi, x1[n].hi, x0[n].lo, x1[n].lo);
+      }
+#pragma unroll
+      for (int n = 0; n < NR; ++n) {
+        acc[0][n][0] += d[n][0];
+        acc[0][n][1] += d[n][1];
+        acc[1][n][0] += d[n][2];
+        acc[1][n][1] += d[n][3];
+      }
+    } else {
+      const T* b_s = bt + (chunk & 1) * B_BUF + b_lane + kstep * G;
+#pragma unroll
+      for (int u = 0; u < G / 8; ++u) {
+        double bf[NT][2];  // B^T(column 8m + g, inner 8u + 2t + s)
+#pragma unroll
+        for (int m = 0; m < NT; ++m) {
+          const auto b2 = *reinterpret_cast<const typename VecOf<T, 2>::type*>(b_s + 8 * m * LDB + 8 * u);
+          bf[m][0] = b2.x;
+          bf[m][1] = b2.y;
         }
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          // A(row VEC g + n, inner 8u + 2t + s) for n-tile n
+          const V v = *reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + s) * PITCH);
+          double af[NR];
+#pragma unroll
+          for (int n = 0; n < NR; ++n) af[n] = elem<T>(v, n);
+#pragma unroll
+          for (int m = 0; m < NT; ++m)
+#pragma unroll
+            for (int n = 0; n < NR; ++n) mma_f64(acc[m][n], bf[m][s], af[n]);
+        }
+      }
     }
   });
+
+#pragma unroll
+  for (int m = 0; m < NT; ++m) {
+    const std::int64_t j = j0 + 8 * m + gq;
+    if (j >= g.cols) continue;
+#pragma unroll
+    for (int n = 0; n < NR; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::int64_t i = wrow + Cfg::row_of(n, 2 * tq + h);
+        if (i >= g.rows) continue;
+        store_result(g, static_cast<int>(blockIdx.y), i, j, static_cast<T>(acc[m][n][h]));
+      }
+  }
 }
 
 }  // namespace skinny::gemm::detail::tsm2_device

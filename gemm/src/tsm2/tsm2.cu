@@ -87,7 +87,7 @@ struct CmCfg {
   static int bytes_in_flight_per_thread() { return (S - 1) * G * int(sizeof(V)); }
 };
 
-template <class T, int VEC, int T2, bool kStreamK>
+template <class T, int VEC, int T2>
 __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
   using Cfg = CmCfg<T, VEC, T2>;
   using V = typename Cfg::V;
@@ -98,75 +98,74 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
   V* as = reinterpret_cast<V*>(smem);                               // [S][G][t1]
   T* bs = reinterpret_cast<T*>(smem + sizeof(V) * S * G * t1);      // [2][KC][T2]
 
-  for_each_segment<kStreamK>(g, [&](const Segment& seg) {
-    const int pass = static_cast<int>(seg.tile % static_cast<unsigned>(g.passes));
-    const std::int64_t rg = seg.tile / static_cast<unsigned>(g.passes);
-    const std::int64_t r0 = (rg * t1 + tid) * VEC;
-    const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
-    const std::int64_t p_begin = seg.p_begin, p_end = seg.p_end;
-    const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
-    const std::int64_t nrem = g.rows - r0;
-    const int nvalid = nrem <= 0 ? 0 : (nrem >= VEC ? VEC : static_cast<int>(nrem));
-    const int row_bytes = nvalid * static_cast<int>(sizeof(T));
-    const T* a_col = g.a + (nvalid > 0 ? r0 : 0);  // A(r0, p) = a_col[p * lda]
-    const std::int64_t lda = g.lda;
+  const int pass = static_cast<int>(blockIdx.x % static_cast<unsigned>(g.passes));
+  const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
+  const std::int64_t r0 = (rg * t1 + tid) * VEC;
+  const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
+  const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
+  const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
+  const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
+  const std::int64_t nrem = g.rows - r0;
+  const int nvalid = nrem <= 0 ? 0 : (nrem >= VEC ? VEC : static_cast<int>(nrem));
+  const int row_bytes = nvalid * static_cast<int>(sizeof(T));
+  const T* a_col = g.a + (nvalid > 0 ? r0 : 0);  // A(r0, p) = a_col[p * lda]
+  const std::int64_t lda = g.lda;
 
-    // Queues stage `step` (columns p_begin + step*G ..) into ring slot `slot`. Threads past the last row
-    // copy nothing (their accumulators are never stored).
-    auto issue = [&](std::int64_t step, int slot) {
-      if (step >= nsteps || nvalid == 0) return;
-      const std::int64_t p = p_begin + step * G;
-      const T* src = a_col + p * lda;
-      V* dst = as + slot * G * t1 + tid;
-      if (p + G <= p_end) {
+  // Queues stage `step` (columns p_begin + step*G ..) into ring slot `slot`. Threads past the last row
+  // copy nothing (their accumulators are never stored).
+  auto issue = [&](std::int64_t step, int slot) {
+    if (step >= nsteps || nvalid == 0) return;
+    const std::int64_t p = p_begin + step * G;
+    const T* src = a_col + p * lda;
+    V* dst = as + slot * G * t1 + tid;
+    if (p + G <= p_end) {
 #pragma unroll
-        for (int i = 0; i < G; ++i) copy_vector(dst + i * t1, src + i * lda, row_bytes, g.a);
-      } else {
-#pragma unroll
-        for (int i = 0; i < G; ++i) {
-          const bool ok = p + i < p_end;
-          copy_vector(dst + i * t1, ok ? src + i * lda : g.a, ok ? row_bytes : 0, g.a);
-        }
-      }
-    };
-
-    T acc[VEC][T2];
-#pragma unroll
-    for (int v = 0; v < VEC; ++v)
-#pragma unroll
-      for (int j = 0; j < T2; ++j) acc[v][j] = T(0);
-
-    fill_b<T, KC, T2, false, 0>(bs, g, p_begin, p_end, j0, tid, t1);
-    auto fill_chunk = [&](std::int64_t c) {
-      const std::int64_t p0 = p_begin + c * KC;
-      if (p0 < p_end) fill_b<T, KC, T2, false, 0>(bs + (c & 1) * KC * T2, g, p0, p_end, j0, tid, t1);
-    };
-    run_stages<S, SPC, false>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
-      const V* a_s = as + slot * G * t1 + tid;
-      const T* b_s = bs + (chunk & 1) * KC * T2 + kstep * G * T2;
+      for (int i = 0; i < G; ++i) copy_vector(dst + i * t1, src + i * lda, row_bytes, g.a);
+    } else {
 #pragma unroll
       for (int i = 0; i < G; ++i) {
-        const V av = a_s[i * t1];
-        const BVec* brow = reinterpret_cast<const BVec*>(b_s + i * T2);
-#pragma unroll
-        for (int jb = 0; jb < T2 / BV; ++jb) {
-          const BVec bv = brow[jb];
-#pragma unroll
-          for (int e = 0; e < BV; ++e)
-#pragma unroll
-            for (int v = 0; v < VEC; ++v)
-              acc[v][jb * BV + e] = fma(elem<T>(av, v), elem<T>(bv, e), acc[v][jb * BV + e]);
-        }
+        const bool ok = p + i < p_end;
+        copy_vector(dst + i * t1, ok ? src + i * lda : g.a, ok ? row_bytes : 0, g.a);
       }
-    });
+    }
+  };
+
+  T acc[VEC][T2];
+#pragma unroll
+  for (int v = 0; v < VEC; ++v)
+#pragma unroll
+    for (int j = 0; j < T2; ++j) acc[v][j] = T(0);
+
+  fill_b<T, KC, T2, false, 0>(bs, g, p_begin, p_end, j0, tid, t1);
+  auto fill_chunk = [&](std::int64_t c) {
+    const std::int64_t p0 = p_begin + c * KC;
+    if (p0 < p_end) fill_b<T, KC, T2, false, 0>(bs + (c & 1) * KC * T2, g, p0, p_end, j0, tid, t1);
+  };
+  run_stages<S, SPC, false>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+    const V* a_s = as + slot * G * t1 + tid;
+    const T* b_s = bs + (chunk & 1) * KC * T2 + kstep * G * T2;
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const V av = a_s[i * t1];
+      const BVec* brow = reinterpret_cast<const BVec*>(b_s + i * T2);
+#pragma unroll
+      for (int jb = 0; jb < T2 / BV; ++jb) {
+        const BVec bv = brow[jb];
+#pragma unroll
+        for (int e = 0; e < BV; ++e)
+#pragma unroll
+          for (int v = 0; v < VEC; ++v)
+            acc[v][jb * BV + e] = fma(elem<T>(av, v), elem<T>(bv, e), acc[v][jb * BV + e]);
+      }
+    }
+  });
 
 #pragma unroll
-    for (int v = 0; v < VEC; ++v)
-      if (v < nvalid)
+  for (int v = 0; v < VEC; ++v)
+    if (v < nvalid)
 #pragma unroll
-        for (int j = 0; j < T2; ++j)
-          if (j0 + j < g.cols) store_result(g, seg.slot, r0 + v, j0 + j, acc[v][j]);
-  });
+      for (int j = 0; j < T2; ++j)
+        if (j0 + j < g.cols) store_result(g, static_cast<int>(blockIdx.y), r0 + v, j0 + j, acc[v][j]);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -287,10 +286,10 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
 // Sum of the splits, in split order, and the alpha/beta epilogue.
 
 /// N consecutive elements of C per thread (16 bytes where rows x cols is a multiple of N, so that every
-/// split's plane starts aligned, and in stream-K cols too, so that the N share a tile; else 1). A thread queues the loads of up to kQueuedSplits splits before
+/// split's plane starts aligned, else 1). A thread queues the loads of up to kQueuedSplits splits before
 /// its first add: one wait on L2 instead of one per split. Measured on the H100 (float n = 10240,
-/// column-major, bench/results/h100/2026-11-24_vector-reduce/steps/02): k = 16 92.2 % of the read ceiling
-/// against 91.2-91.7 % with one element and one split at a time, k = 4 93.1-93.3 against 92.1 %.
+/// column-major, bench/results/h100/2026-11-24_vector-reduce/steps/02): k = 16 92.2 % of the read
+/// ceiling against 91.2-91.7 % with one element and one split at a time, k = 4 93.1-93.3 against 92.1 %.
 template <class T, int N>
 __global__ void __launch_bounds__(256) tsm2_reduce_kernel(const Args<T> g) {
   using V = typename VecOf<T, N>::type;
@@ -300,21 +299,19 @@ __global__ void __launch_bounds__(256) tsm2_reduce_kernel(const Args<T> g) {
   const V* ws = reinterpret_cast<const V*>(g.ws);
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < plane; v += stride) {
-    const std::int64_t i0 = v * N / g.cols;
-    const int count = partial_count(g, i0, v * N - i0 * g.cols);
     V x[kQueuedSplits];
 #pragma unroll
     for (int k = 0; k < kQueuedSplits; ++k)
-      if (k < count) x[k] = ws[k * plane + v];
+      if (k < g.split) x[k] = ws[k * plane + v];
     T s[N];
 #pragma unroll
     for (int e = 0; e < N; ++e) s[e] = elem<T>(x[0], e);
 #pragma unroll
     for (int k = 1; k < kQueuedSplits; ++k)
-      if (k < count)
+      if (k < g.split)
 #pragma unroll
         for (int e = 0; e < N; ++e) s[e] += elem<T>(x[k], e);
-    for (int k = kQueuedSplits; k < count; ++k) {
+    for (int k = kQueuedSplits; k < g.split; ++k) {
       const V y = ws[k * plane + v];
 #pragma unroll
       for (int e = 0; e < N; ++e) s[e] += elem<T>(y, e);
@@ -343,7 +340,6 @@ struct KernelInfo {
   int bytes_in_flight_per_thread = 0;  ///< A bytes per thread in flight
   int kc = 0;                          ///< B chunk: the split granularity along inner
   int max_chunk = 0;                   ///< most inner elements one split may cover (0: no limit)
-  const void* stream_k_fn = nullptr;   ///< the kernel's stream-K instantiation, where it has one
   std::size_t (*smem)(int t1) = nullptr;
   int (*rows_per_block)(int t1) = nullptr;
 };
@@ -368,8 +364,7 @@ KernelInfo info() {
     k.fn = reinterpret_cast<const void*>(&tsm2_rm_kernel<T, VEC, T2>);
     set_config_figures<RmCfg<T, VEC, T2>>(k);
   } else {
-    k.fn = reinterpret_cast<const void*>(&tsm2_cm_kernel<T, VEC, T2, false>);
-    k.stream_k_fn = reinterpret_cast<const void*>(&tsm2_cm_kernel<T, VEC, T2, true>);
+    k.fn = reinterpret_cast<const void*>(&tsm2_cm_kernel<T, VEC, T2>);
     set_config_figures<CmCfg<T, VEC, T2>>(k);
   }
   return k;
@@ -421,8 +416,7 @@ template <class T, CmMath M, int NT>
 KernelInfo info_cm_mma() {
   using C = CmMmaCfg<T, M, NT>;
   KernelInfo k;
-  k.fn = reinterpret_cast<const void*>(&tsm2_cm_mma_kernel<T, M, NT, false>);
-  k.stream_k_fn = reinterpret_cast<const void*>(&tsm2_cm_mma_kernel<T, M, NT, true>);
+  k.fn = reinterpret_cast<const void*>(&tsm2_cm_mma_kernel<T, M, NT>);
   k.t2 = C::T2;
   k.vec = C::VEC;
   k.name = C::kTf32 ? "3xtf32" : "dmma";
@@ -452,16 +446,14 @@ constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 ///                             3xTF32 (tf32: float; DMMA for double), both any width, or the FFMA
 ///                             kernel (ffma)
 ///   SKINNY_TSM2_SPLIT_RULE=lean  only the splits of lean waves where they differ from the wave-filling
-///                             one (plans_at), so that tests without a trial run them; =stream-k only the
-///                             stream-K grids where the kernel has any
+///                             one (plans_at), so that tests without a trial run them
 ///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
-enum class SplitRule { any, lean, stream_k };
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
   std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
   std::string cm_kernel;  ///< "", "dmma", "tf32" or "ffma"
-  SplitRule rule = SplitRule::any;
+  bool lean_only = false;
   bool verbose = false;
 };
 const Tuning& tuning() {
@@ -477,8 +469,7 @@ const Tuning& tuning() {
     const char* ck = std::getenv("SKINNY_TSM2_CM_KERNEL");
     r.cm_kernel = ck ? ck : "";
     const char* rule = std::getenv("SKINNY_TSM2_SPLIT_RULE");
-    if (rule != nullptr && std::strcmp(rule, "lean") == 0) r.rule = SplitRule::lean;
-    if (rule != nullptr && std::strcmp(rule, "stream-k") == 0) r.rule = SplitRule::stream_k;
+    r.lean_only = rule != nullptr && std::strcmp(rule, "lean") == 0;
     r.verbose = num("SKINNY_TSM2_VERBOSE") != 0;
     return r;
   }();
@@ -486,7 +477,8 @@ const Tuning& tuning() {
 }
 
 /// The instantiated set: per type and layout, t2 in {4, 8, 16, 32} on the 16-byte path and {8, 32}
-/// on the scalar fallback (24 main kernels and their stream-K instantiations on column-major A; the reductions). `t2` is rounded up to the set.
+/// on the scalar fallback (24 main kernels; the reductions: 16-byte and element-wise per type). `t2` is
+/// rounded up to the set.
 template <class T, bool RM>
 KernelInfo pick_kernel(bool vec, int t2) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
@@ -563,13 +555,13 @@ const DeviceFacts& device_facts(Context& ctx) {
   return facts.emplace(ctx.device(), f).first->second;
 }
 
-int occupancy(const void* fn, int t1, std::size_t smem, std::size_t smem_optin) {
+int occupancy(const KernelInfo& k, int t1, std::size_t smem, std::size_t smem_optin) {
   // The launch limit goes to the device maximum, not to this candidate's need: every candidate of a
   // kernel sets it, and the trial may pick one that needs more than the last one set.
   if (smem > 48 * 1024)
-    SKINNY_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_optin)));
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_optin)));
   int blocks = 0;
-  SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, t1, smem));
+  SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.fn, t1, smem));
   return blocks;
 }
 
@@ -592,23 +584,15 @@ struct Shape {
 /// bytes in flight, uneven blocks per SM): the trial times the wave-filling split and the lean waves
 /// of kLeanBlocksPerSm where they differ.
 constexpr double kLeanBlocksPerSm[] = {2.5, 5.0};
-/// Stream-K grids: this many blocks per SM (at most the occupancy), each with at least
-/// kMinStreamKUnitsPerBlock B chunks of work on average.
-/// Measured on the H100 (bench/results/h100/2026-11-24_vector-reduce/steps/01): 3xTF32 at t1 = 256, split 6,
-/// read A at 94.2 % of a read of bytes(A) alone for n = 10240 (240 blocks: 24 SMs with one block, the
-/// others two) and 95.6 % for n = 11264 (264 blocks, two on every SM).
-constexpr int kStreamKBlocksPerSm[] = {2, 5};
-constexpr std::int64_t kMinStreamKUnitsPerBlock = 2;
 
 /// The plans for kernel k at t1, one per distinct split: the wave-filling one first, then those of the
-/// lean waves whose grid the rows alone do not overflow, then the stream-K grids (only the lean ones or
-/// only the stream-K ones with SKINNY_TSM2_SPLIT_RULE=lean or stream-k, where there are any). Empty
-/// when the kernel cannot run at t1.
+/// lean waves whose grid the rows alone do not overflow (only those with SKINNY_TSM2_SPLIT_RULE=lean,
+/// where there are any). Empty when the kernel cannot run at t1.
 std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev) {
   Tsm2Plan p;
   const std::size_t smem = k.smem(t1);
   if (smem > dev.smem_optin) return {};
-  const int occ = occupancy(k.fn, t1, smem, dev.smem_optin);
+  const int occ = occupancy(k, t1, smem, dev.smem_optin);
   if (occ < 1) return {};
   p.t1 = t1;
   p.t2 = k.t2;
@@ -677,38 +661,7 @@ std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, cons
     if (std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& r) { return r.split == q.split; }))
       plans.push_back(q);
   }
-  // Stream-K: one wave of blocks sharing all the tiles' units equally (for_each_segment), where the
-  // kernel can and the rows alone do not fill it.
-  const std::int64_t tile_units = ceil_div(inner, k.kc), units = blocks_per_split * tile_units;
-  const int sk_occ = k.stream_k_fn && tuning().split == 0 ? occupancy(k.stream_k_fn, t1, smem, dev.smem_optin) : 0;
-  for (int per_sm : kStreamKBlocksPerSm) {
-    const std::int64_t grid = static_cast<std::int64_t>(std::min(sk_occ, per_sm)) * dev.sms;
-    if (grid <= blocks_per_split || units < kMinStreamKUnitsPerBlock * grid) continue;
-    std::int64_t most = 1, pieces = 0;
-    for (std::int64_t tile = 0; tile < blocks_per_split; ++tile) {
-      std::int64_t first;
-      int count;
-      stream_k_tile_blocks(tile, tile_units, units, grid, first, count);
-      most = std::max<std::int64_t>(most, count);
-      pieces += count;
-    }
-    if (most > max_split) continue;  // the partial-sum traffic cap
-    Tsm2Plan q = p;
-    q.blocks_per_sm = sk_occ;
-    q.stream_k_blocks = static_cast<int>(grid);
-    q.split = static_cast<int>(most);
-    q.inner_per_split = ceil_div(units, grid) * k.kc;
-    q.bytes_in_flight = static_cast<double>(grid) * bif_block;
-    q.partial_fraction = static_cast<double>(pieces) / static_cast<double>(blocks_per_split) * partial_per_split / a_bytes;
-    if (std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& r) { return r.stream_k_blocks == q.stream_k_blocks; }))
-      plans.push_back(q);
-  }
-  if (tuning().rule != SplitRule::any) {  // only the lean waves, or only the stream-K grids
-    std::vector<Tsm2Plan> ruled;
-    for (std::size_t i = 1; i < plans.size(); ++i)
-      if ((plans[i].stream_k_blocks > 0) == (tuning().rule == SplitRule::stream_k)) ruled.push_back(plans[i]);
-    if (!ruled.empty()) plans = ruled;
-  }
+  if (tuning().lean_only && plans.size() > 1) plans.erase(plans.begin());
   return plans;
 }
 
@@ -868,24 +821,14 @@ void run(const Tsm2Plan& p, const KernelInfo& k, Args<T> g, T* ws, cudaStream_t 
     SKINNY_CUDA_TRY(cudaLaunchKernel(k.b_image_fn, dim3(blocks), dim3(256), image_params, 0, stream));
     g.b_image = image;
   }
-  if (p.stream_k_blocks > 0) {
-    g.sk_blocks = p.stream_k_blocks;
-    g.sk_unit = k.kc;
-    g.sk_tile_units = ceil_div(g.inner, k.kc);
-    g.sk_units = p.grid_x * g.sk_tile_units;
-    g.tile_rows = p.rows_per_block;
-    g.tile_cols = p.t2;
-  }
   void* params[] = {&g};
-  const dim3 grid = p.stream_k_blocks > 0 ? dim3(static_cast<unsigned>(p.stream_k_blocks))
-                                          : dim3(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.split));
-  SKINNY_CUDA_TRY(cudaLaunchKernel(p.stream_k_blocks > 0 ? k.stream_k_fn : k.fn, grid, dim3(p.t1), params,
-                                   p.smem_bytes, stream));
+  const dim3 grid(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.split));
+  SKINNY_CUDA_TRY(cudaLaunchKernel(k.fn, grid, dim3(p.t1), params, p.smem_bytes, stream));
   if (p.split == 1) return;
 
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   const std::int64_t total = g.rows * g.cols;
-  const bool vectors = total % kVec == 0 && (p.stream_k_blocks == 0 || g.cols % kVec == 0);
+  const bool vectors = total % kVec == 0;
   const std::int64_t threads = vectors ? total / kVec : total;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(threads, 256), 8LL * sms));
   const void* reduce = vectors ? reinterpret_cast<const void*>(&tsm2_reduce_kernel<T, kVec>)
@@ -1003,18 +946,13 @@ void launch_typed(const Problem& prob, Context& ctx) {
 // ---------------------------------------------------------------------------------------------------
 
 std::string Tsm2Plan::describe() const {
-  char grid[96];
-  if (stream_k_blocks > 0)
-    std::snprintf(grid, sizeof grid, "stream-k=%d blocks on %lld tiles", stream_k_blocks,
-                  static_cast<long long>(grid_x));
-  else
-    std::snprintf(grid, sizeof grid, "grid=%lldx%d", static_cast<long long>(grid_x), split);
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "tsm2 %s %s vec=%d t1=%d t2=%d t3=%d split=%d passes=%d rows/block=%d inner/split=%lld %s "
+                "tsm2 %s %s vec=%d t1=%d t2=%d t3=%d split=%d passes=%d rows/block=%d inner/split=%lld grid=%lldx%d "
                 "occ=%d/SM smem=%zuB in-flight=%.2fMB (need %.2fMB) partials=%.2f%% model(t2=%d,t3=%d)%s",
                 a_row_major ? "row-major" : "col-major", kernel, vec, t1, t2, t3, split, passes,
-                rows_per_block, static_cast<long long>(inner_per_split), grid, blocks_per_sm, smem_bytes, bytes_in_flight / 1e6, bytes_in_flight_needed / 1e6,
+                rows_per_block, static_cast<long long>(inner_per_split), static_cast<long long>(grid_x), split,
+                blocks_per_sm, smem_bytes, bytes_in_flight / 1e6, bytes_in_flight_needed / 1e6,
                 partial_fraction * 100, model_t2, model_t3, from_trial ? " trial" : "");
   return buf;
 }

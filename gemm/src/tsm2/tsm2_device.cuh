@@ -62,73 +62,9 @@ struct Args {
   const T* b_image;  ///< B laid out as the tensor-core kernel's shared-memory buffers (rm_mma_kernel.cuh)
   std::int64_t rows, inner, cols;
   std::int64_t chunk;  ///< inner elements per split
-  int passes, split;   ///< split: partial-sum planes in ws (stream-K: the most blocks sharing a tile)
+  int passes, split;
   T alpha, beta;
-  /// Stream-K (column-major kernels, sk_blocks > 0): a grid of sk_blocks blocks shares the sk_units
-  /// units of work, tile after tile (a tile is what blockIdx.x names in the split grid: a row group of
-  /// tile_rows rows and a pass of tile_cols columns), sk_tile_units units of sk_unit inner elements each.
-  int sk_blocks;
-  std::int64_t sk_units, sk_tile_units, sk_unit;
-  int tile_rows, tile_cols;
 };
-
-/// Stream-K: the block whose range holds unit u, block b taking units [b units / blocks, (b + 1) units
-/// / blocks) (shared by the kernels and the planner, which sizes the workspace with it).
-__host__ __device__ inline std::int64_t stream_k_block_of(std::int64_t u, std::int64_t units, std::int64_t blocks) {
-  return ((u + 1) * blocks - 1) / units;
-}
-
-/// Stream-K: the first block on tile `tile` and how many blocks share it.
-__host__ __device__ inline void stream_k_tile_blocks(std::int64_t tile, std::int64_t tile_units, std::int64_t units,
-                                                     std::int64_t blocks, std::int64_t& first, int& count) {
-  first = stream_k_block_of(tile * tile_units, units, blocks);
-  count = static_cast<int>(stream_k_block_of((tile + 1) * tile_units - 1, units, blocks) - first + 1);
-}
-
-/// What a block computes in one go: the output tile (row group x pass, numbered as blockIdx.x of the
-/// split grid), the range of the inner dimension, and the partial-sum plane it stores into.
-struct Segment {
-  unsigned tile;
-  std::int64_t p_begin, p_end;
-  int slot;
-};
-
-/// Calls body(segment) for each segment of this block: in the split grid one, (blockIdx.x, split
-/// blockIdx.y); in stream-K (kStreamK, a kernel of its own: the loop costs the split grid's kernels
-/// registers) its range of units cut at tile borders, its slot on a tile its rank among the blocks
-/// that share the tile (so the reduction adds a tile's pieces in inner order). Stream-K's grid is one
-/// wave of equal ranges; the split grid can only give whole splits to whole row groups (40 row groups
-/// of 256 rows on 132 SMs are 240 blocks, one or two per SM).
-template <bool kStreamK, class T, class Body>
-__device__ __forceinline__ void for_each_segment(const Args<T>& g, Body&& body) {
-  if constexpr (!kStreamK) {
-    const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
-    body(Segment{blockIdx.x, p_begin, min(g.inner, p_begin + g.chunk), static_cast<int>(blockIdx.y)});
-  } else {
-    const std::int64_t b = blockIdx.x;
-    const std::int64_t u_end = (b + 1) * g.sk_units / g.sk_blocks;
-    for (std::int64_t u = b * g.sk_units / g.sk_blocks; u < u_end;) {
-      const std::int64_t tile = u / g.sk_tile_units, t0 = tile * g.sk_tile_units;
-      const std::int64_t end = min(u_end, t0 + g.sk_tile_units);
-      const std::int64_t first = stream_k_block_of(t0, g.sk_units, g.sk_blocks);
-      body(Segment{static_cast<unsigned>(tile), (u - t0) * g.sk_unit, min(g.inner, (end - t0) * g.sk_unit),
-                   static_cast<int>(b - first)});
-      u = end;
-      if (u < u_end) __syncthreads();  // the next segment refills the shared buffers
-    }
-  }
-}
-
-/// Partial-sum planes that hold pieces of C(i, j): all splits, or in stream-K the blocks of its tile.
-template <class T>
-__device__ __forceinline__ int partial_count(const Args<T>& g, std::int64_t i, std::int64_t j) {
-  if (g.sk_blocks == 0) return g.split;
-  const std::int64_t tile = i / g.tile_rows * g.passes + j / g.tile_cols;
-  std::int64_t first;
-  int count;
-  stream_k_tile_blocks(tile, g.sk_tile_units, g.sk_units, g.sk_blocks, first, count);
-  return count;
-}
 
 /// The split of the inner dimension (0 .. split - 1) a row-major kernel's block covers. Blocks that run at
 /// the same time are neighbours along x (row groups); with the split given by blockIdx.y alone they
@@ -189,8 +125,7 @@ __device__ __forceinline__ void store_c(const Args<T>& g, std::int64_t i, std::i
 }
 
 /// Result (i, j) of the kernel's split `split`: C itself (alpha, beta) when the inner dimension is not
-/// split, else its partial sum in plane `split` of the workspace [split][rows][cols], added up by
-/// tsm2_reduce_kernel.
+/// split, else its partial sum in the workspace [split][rows][cols], added up by tsm2_reduce_kernel.
 template <class T>
 __device__ __forceinline__ void store_result(const Args<T>& g, int split, std::int64_t i, std::int64_t j, T v) {
   if (g.split == 1)

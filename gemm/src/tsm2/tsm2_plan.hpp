@@ -24,10 +24,7 @@ struct Tsm2Plan {
   const char* kernel = "ffma";
   int rows_per_block = 0;      ///< rows of A (and C) one block covers
   std::int64_t inner_per_split = 0;  ///< inner elements each split covers (a multiple of the B tile)
-  std::int64_t grid_x = 0;     ///< blocks along x: row groups x passes (the tiles); grid y = split
-  /// Stream-K (column-major kernels): a grid of this many blocks, one wave, shares the tiles' inner
-  /// ranges equally and split is the most blocks on one tile; 0: the split grid (grid_x x split).
-  int stream_k_blocks = 0;
+  std::int64_t grid_x = 0;     ///< blocks along x: row groups x passes; grid y = split
   int blocks_per_sm = 0;       ///< occupancy of the kernel at t1 (cudaOccupancyMaxActiveBlocksPerMultiprocessor)
   std::size_t smem_bytes = 0;  ///< dynamic shared memory per block
   double bytes_in_flight = 0;         ///< A bytes the resident part of the grid keeps in flight
