@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
 
 /// N consecutive elements of C per thread (16 bytes where rows x cols is a multiple of N, so that every
 /// split's plane starts aligned, else 1). A thread queues the loads of up to kQueuedSplits splits before
-/// its first add: one wait on L2 instead of one per split. Measured on the H100 (float n = 10240,
+/// its first add: one wait on L2 instead of one per split. Measured side by side on the H100 (float n = 10240,
 /// column-major, bench/results/h100/2026-11-24_vector-reduce/steps/02): k = 16 92.2 % of the read
 /// ceiling against 91.2-91.7 % with one element and one split at a time, k = 4 93.1-93.3 against 92.1 %.
 template <class T, int N>
