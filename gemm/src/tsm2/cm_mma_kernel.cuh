@@ -38,9 +38,12 @@
 // with its 16-byte pieces permuted so that the fragment reads are conflict-free (CmMmaCfg::piece); B^T
 // rows are padded for the same reason. B^T chunks are double buffered and filled with the stage that
 // starts the previous chunk (one __syncthreads per chunk), as in the FFMA kernel. In 3xTF32 each thread
-// first copies its elements of a chunk raw (cp.async) and splits them into the shared buffer one chunk
-// later, when its own copies have landed: the block barrier of the next chunk then publishes them, so
-// the split costs no barrier of its own.
+// copies its elements of a chunk raw (cp.async) two chunks ahead and splits them into the shared buffer
+// just before the chunk's block barrier, which publishes them: the split costs no barrier of its own,
+// and the first chunks of B travel with the first stage of A. (Splitting chunk 0 before the first stage
+// of A was queued had cost a wait on memory at every block's start: float n = 10240 k = 16 91.2-92.5 %
+// of the read ceiling against 92.2-92.4 % now, k = 8 92.6-93.4 against 93.2-93.9 %, H100,
+// bench/results/h100/2026-11-24_vector-reduce/steps/08.)
 // Included only by tsm2.cu.
 #pragma once
 
@@ -210,33 +213,37 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
 #pragma unroll
     for (int n = 0; n < NR; ++n) acc[m][n][0] = acc[m][n][1] = Acc(0);
 
-  // B^T chunk c goes to buffer c & 1. 3xTF32: chunk 0 is copied and split now, chunk 1 copied with
-  // stage 0; at the start of chunk c the copies of chunk c + 1 have landed (they went with a stage at
-  // most SPC earlier), so they are split into the free buffer and chunk c + 2 is copied raw.
+  // B^T chunk c goes to buffer c & 1. 3xTF32: chunks 0 and 1 are copied raw with stage 0 of A, not
+  // before it, so that A starts streaming one wait on memory sooner; at the start of chunk c, before its
+  // barrier, each thread splits its own raw elements of chunk c into buffer c & 1 (its last reader,
+  // chunk c - 2, ended before the barrier of chunk c - 1); after the barrier, chunk c + 2 is copied raw
+  // into the buffer chunk c came in. Chunk c went raw with stage SPC (c - 2) + S - 1, which run_stages
+  // has waited for by stage SPC c.
+  static_assert(S - 1 <= 2 * SPC, "a raw B chunk lands within two chunks");
   if constexpr (Cfg::kTf32) {
     copy_raw_b<Cfg>(raw, g, p_begin, p_end, j0, tid, t1);
-    cp_async_commit();
-    cp_async_wait<0>();
-    split_raw_b<Cfg>(bt, raw, g, tid, t1);
     if (p_begin + KC < p_end) copy_raw_b<Cfg>(raw + B_RAW, g, p_begin + KC, p_end, j0, tid, t1);
   } else {
     fill_b<T, KC, T2, true, LDB>(bt, g, p_begin, p_end, j0, tid, t1);
   }
+  auto chunk_start = [&](std::int64_t c) {
+    if constexpr (Cfg::kTf32)
+      if (p_begin + c * KC < p_end) split_raw_b<Cfg>(bt + (c & 1) * B_BUF, raw + (c & 1) * B_RAW, g, tid, t1);
+  };
   auto fill_chunk = [&](std::int64_t c) {
-    const std::int64_t p0 = p_begin + c * KC;
-    if (p0 >= p_end) return;
     if constexpr (Cfg::kTf32) {
-      split_raw_b<Cfg>(bt + (c & 1) * B_BUF, raw + (c & 1) * B_RAW, g, tid, t1);
-      if (p0 + KC < p_end) copy_raw_b<Cfg>(raw + ((c + 1) & 1) * B_RAW, g, p0 + KC, p_end, j0, tid, t1);
+      const std::int64_t p1 = p_begin + (c + 1) * KC;
+      if (p1 < p_end) copy_raw_b<Cfg>(raw + ((c + 1) & 1) * B_RAW, g, p1, p_end, j0, tid, t1);
     } else {
-      fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
+      const std::int64_t p0 = p_begin + c * KC;
+      if (p0 < p_end) fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
     }
   };
   // This lane's offsets in a stage (piece g of columns 8u + 2t + s, whose swizzle is 2t) and in a B^T
   // buffer (row g, inner 2t).
   const int a_lane = kept(VEC * (gq ^ (2 * tq)));
   const int b_lane = kept(gq * LDB + (Cfg::kTf32 ? 8 : 2) * tq);
-  run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+  run_stages<S, SPC, true>(nsteps, issue, chunk_start, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const T* a_s = ring + slot * STAGE + a_lane;
     if constexpr (Cfg::kTf32) {
       // One k-group per stage into a fresh accumulator (the tensor cores add by truncation), then

@@ -83,10 +83,12 @@ __device__ __forceinline__ int rotated_split(int split, std::int64_t row_group) 
 /// visible and frees the other buffer. Between barriers a thread that reads only its own copies needs
 /// no sync; kWarpSync: each warp reads what its lanes copied (a __syncwarp, which also frees the slot
 /// refilled next). `compute(slot, kstep, chunk)` uses the stage in `slot`, stage kstep of its B chunk.
-/// The caller queues chunk 0 of B before, so it lands with stage 0.
-template <int S, int SPC, bool kWarpSync, class Issue, class FillChunk, class Compute>
-__device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, FillChunk&& fill_chunk,
-                                           Compute&& compute) {
+/// The caller queues chunk 0 of B before, so it lands with stage 0. `chunk_start(c)` runs at the start of
+/// chunk c before its barrier, once this thread's copies of the chunk's first stage have landed (3xTF32
+/// splits its raw B there; the other kernels pass nothing).
+template <int S, int SPC, bool kWarpSync, class Issue, class ChunkStart, class FillChunk, class Compute>
+__device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, ChunkStart&& chunk_start,
+                                           FillChunk&& fill_chunk, Compute&& compute) {
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) {
     issue(s, s);
@@ -100,6 +102,7 @@ __device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, F
   for (std::int64_t step = 0; step < nsteps; ++step) {
     cp_async_wait<S - 2>();  // this thread's copies of stage `step` (and the B chunk queued with it)
     if (kstep == 0) {
+      chunk_start(chunk);
       __syncthreads();
       fill_chunk(chunk + 1);
     } else if constexpr (kWarpSync) {
@@ -116,6 +119,11 @@ __device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, F
     }
   }
   cp_async_wait<0>();
+}
+template <int S, int SPC, bool kWarpSync, class Issue, class FillChunk, class Compute>
+__device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, FillChunk&& fill_chunk,
+                                           Compute&& compute) {
+  run_stages<S, SPC, kWarpSync>(nsteps, issue, [](std::int64_t) {}, fill_chunk, compute);
 }
 
 template <class T>
