@@ -1,8 +1,8 @@
 // Shared-memory layouts of the column-major tensor-core TSM2 kernel (gemm/src/tsm2/cm_mma_kernel.cuh),
 // checked on the CPU for every instantiated configuration:
-//  * the copies of a stage land each column in its own aligned 128-byte line (on the H100, copies that
-//    straddled lines were split into partial L2 requests that fetched half the sectors twice), and
-//    together fill the stage;
+//  * the copies of a stage keep each 16-byte piece in its aligned 128-byte line (on the H100, copies
+//    that straddled lines were split into partial L2 requests that fetched half the sectors twice),
+//    together fill the stage, and a warp's copy instruction reads 512 contiguous bytes of a column;
 //  * each lane's fragment reads find the rows and inner indices the mma instruction expects of it;
 //  * no wavefront of those reads (a quarter warp for 16-byte, a half warp for 8-byte accesses) puts two
 //    different addresses in one bank.
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 #include <vector>
 
 namespace {
@@ -32,47 +33,63 @@ bool conflict_free(const std::vector<int>& offsets, int bytes) {
 }
 
 template <class Cfg>
-void expect_stage_copies_fill_aligned_lines() {
+void expect_stage_copies_fill_aligned_lines(int t1) {
   using T = typename Cfg::T;
-  ASSERT_EQ(Cfg::PITCH * int(sizeof(T)), 128) << "a column is one 128-byte line";
+  const int pitch = Cfg::rows_per_block(t1), per_column = t1 / Cfg::COLUMNS_PER_COPY;
+  ASSERT_EQ(pitch * int(sizeof(T)) % 128, 0) << "columns start on 128-byte lines";
+  ASSERT_EQ(per_column * Cfg::VEC, pitch) << "a copy instruction's threads cover whole columns";
   std::set<int> slots;
-  for (int lane = 0; lane < 32; ++lane) {
-    const int copy_col = lane / Cfg::LANES_PER_COLUMN, q = lane % Cfg::LANES_PER_COLUMN;
+  for (int tid = 0; tid < t1; ++tid) {
+    const int copy_col = tid / per_column, q = tid % per_column;  // the kernel's mapping
     for (int i = 0; i < Cfg::COPIES; ++i) {
-      const int c = copy_col + Cfg::COLUMNS_PER_COPY * i, off = Cfg::piece(c, q);
-      EXPECT_GE(off, c * Cfg::PITCH) << "column " << c << " piece " << q;
-      EXPECT_LT(off, (c + 1) * Cfg::PITCH) << "column " << c << " piece " << q;
+      const int c = copy_col + Cfg::COLUMNS_PER_COPY * i, off = Cfg::piece(c, q, pitch);
+      EXPECT_EQ((off - c * pitch) * int(sizeof(T)) / 128, q * Cfg::VEC * int(sizeof(T)) / 128)
+          << "column " << c << " piece " << q << " stays in its 128-byte line";
       EXPECT_EQ(off * int(sizeof(T)) % 16, 0) << "16-byte copies stay aligned";
       // The kernel keeps two offsets and adds whole column pairs for the others.
-      EXPECT_EQ(off, Cfg::piece(copy_col + (i % 2) * Cfg::COLUMNS_PER_COPY, q) +
-                         i / 2 * 2 * Cfg::COLUMNS_PER_COPY * Cfg::PITCH);
+      EXPECT_EQ(off, Cfg::piece(copy_col + (i % 2) * Cfg::COLUMNS_PER_COPY, q, pitch) +
+                         i / 2 * 2 * Cfg::COLUMNS_PER_COPY * pitch);
       slots.insert(off);
     }
   }
-  EXPECT_EQ(static_cast<int>(slots.size()), Cfg::G * Cfg::LANES_PER_COLUMN) << "the copies fill the stage once";
+  EXPECT_EQ(static_cast<int>(slots.size()), Cfg::G * per_column) << "the copies fill the stage once";
+  // What the speed depends on (H100): with t1 >= 128 a warp's copy instruction reads 512 contiguous
+  // bytes of one column of A.
+  if (t1 >= 128)
+    for (int warp = 0; warp < t1 / 32; ++warp) {
+      EXPECT_EQ((32 * warp) / per_column, (32 * warp + 31) / per_column) << "warp " << warp << ": one column";
+      EXPECT_EQ((32 * warp + 31) % per_column - (32 * warp) % per_column, 31) << "warp " << warp << ": consecutive rows";
+    }
 }
 
 template <class Cfg>
-void expect_a_fragment_reads_find_their_rows() {
+void expect_a_fragment_reads_find_their_rows(int t1) {
   using T = typename Cfg::T;
-  for (int quarter = 0; quarter < 4; ++quarter)
-    for (int u = 0; u < Cfg::G / 8; ++u)
-      for (int s = 0; s < 2; ++s) {
-        std::vector<int> bytes;
-        for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
-          const int g = lane / 4, t = lane % 4, col = 8 * u + 2 * t + s;
-          const int off = Cfg::VEC * (g ^ (2 * t)) + col * Cfg::PITCH;  // the kernel's a_lane + column
-          EXPECT_EQ(off, Cfg::piece(col, g)) << "lane " << lane << " reads rows VEC g.. of column " << col;
-          bytes.push_back(off * int(sizeof(T)));
+  const int pitch = Cfg::rows_per_block(t1);
+  for (int warp = 0; warp < t1 / 32; ++warp)
+    for (int quarter = 0; quarter < 4; ++quarter)
+      for (int u = 0; u < Cfg::G / 8; ++u)
+        for (int s = 0; s < 2; ++s) {
+          std::vector<int> bytes;
+          for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
+            const int g = lane / 4, t = lane % 4, col = 8 * u + 2 * t + s;
+            // the kernel's a_lane, then the column 8u + s further
+            const int off = warp * Cfg::ROWS_PER_WARP + Cfg::VEC * (g ^ (2 * t)) + 2 * t * pitch + (8 * u + s) * pitch;
+            EXPECT_EQ(off, Cfg::piece(col, 8 * warp + g, pitch))
+                << "warp " << warp << " lane " << lane << " reads its rows VEC g.. of column " << col;
+            bytes.push_back(off * int(sizeof(T)));
+          }
+          EXPECT_TRUE(conflict_free(bytes, 16)) << "warp " << warp << ", quarter " << quarter << ", k8 step " << u;
         }
-        EXPECT_TRUE(conflict_free(bytes, 16)) << "quarter " << quarter << ", k8 step " << u << ", s " << s;
-      }
 }
 
 template <class Cfg>
 void expect_stage_layout() {
-  expect_stage_copies_fill_aligned_lines<Cfg>();
-  expect_a_fragment_reads_find_their_rows<Cfg>();
+  for (int t1 : {64, 128, 256}) {
+    SCOPED_TRACE("t1 = " + std::to_string(t1));
+    expect_stage_copies_fill_aligned_lines<Cfg>(t1);
+    expect_a_fragment_reads_find_their_rows<Cfg>(t1);
+  }
 }
 
 TEST(Tsm2CmMmaLayout, StageCopiesFillAlignedLinesAndFragmentReadsAreConflictFree) {

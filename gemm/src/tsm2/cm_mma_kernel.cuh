@@ -33,10 +33,15 @@
 //  * inner: within each 8 inner indices, lane t takes indices 2t and 2t + 1 (DMMA: one per k4 step of
 //    a pair; TF32: positions t and t + 4 of the k8 step), so a lane reads its two B^T values of a
 //    column as one 2-vector (DMMA) or, with their TF32 halves beside them, one float4 (TF32).
-// A is streamed through a cp.async ring per warp (stage: 16 columns x 128 bytes; a warp reads only what
-// its lanes copied: a __syncwarp, no block barrier), each column's rows as one aligned 128-byte line
-// with its 16-byte pieces permuted so that the fragment reads are conflict-free (CmMmaCfg::piece); B^T
-// rows are padded for the same reason. B^T chunks are double buffered and filled with the stage that
+// A is streamed through a cp.async ring per block (stage: 16 columns of the block's rows), each warp's
+// rows of a column as one aligned 128-byte line with its 16-byte pieces permuted so that the fragment
+// reads are conflict-free (CmMmaCfg::piece); B^T rows are padded for the same reason. The block's
+// threads copy a stage together, a warp instruction 512 contiguous bytes of a column (t1 >= 128), and
+// a block barrier per stage publishes it. (A ring per warp, each warp copying its own 128 bytes of 4
+// columns per instruction with a __syncwarp per stage, read A more slowly: double K-means shape with
+// DMMA 95.4-96.7 % of the read ceiling against 96.2-96.9 %; 3xTF32 float n = 10240 k = 16 91.2-91.6
+// against 91.8-92.2 %, n = 20480 96.0-96.4 against 96.7-97.1 %; H100,
+// bench/results/h100/2026-11-24_dmma-block-copies/steps/04.) B^T chunks are double buffered and filled with the stage that
 // starts the previous chunk (one __syncthreads per chunk), as in the FFMA kernel. In 3xTF32 each thread
 // copies its elements of a chunk raw (cp.async) two chunks ahead and splits them into the shared buffer
 // just before the chunk's block barrier, which publishes them: the split costs no barrier of its own,
@@ -68,7 +73,7 @@ struct CmMmaCfg {
   static constexpr int NR = VEC;          ///< n-tiles of 8 rows per warp: a lane's rows are one vector
   static constexpr int ROWS_PER_WARP = 8 * NR;  ///< 128 bytes of each column
   static constexpr int G = 16;            ///< columns of A per stage (two k8 steps)
-  /// Stages in each warp's ring (S - 1 in flight) and inner elements per B^T chunk. 3xTF32: 3 stages
+  /// Stages in the ring (S - 1 in flight) and inner elements per B^T chunk. 3xTF32: 3 stages
   /// and chunks of 32 were chosen when it ran 3 blocks of 256 threads per SM, which they fit and 4
   /// stages with chunks of 64 do not (H100, n = 10240: 85-87 % of the read ceiling against 82-84 %);
   /// it now runs 2 (see the kernel's launch bounds), where both fit, and 3 stages with chunks of 32
@@ -81,10 +86,11 @@ struct CmMmaCfg {
   /// 2.5x the L2 requests of the FFMA kernel for the same bytes of A). The permutation keeps the
   /// fragment reads conflict-free: a quarter warp reads pieces g (two of them) of columns 8u + 2t + s
   /// (four t), and g ^ 2t are eight distinct pieces.
-  static constexpr int PITCH = ROWS_PER_WARP;
   __host__ __device__ static constexpr int swizzle(int c) { return ((c >> 1) & 3) << 1; }
-  /// Offset of rows VEC q .. VEC q + VEC - 1 of column c in a stage.
-  __host__ __device__ static constexpr int piece(int c, int q) { return c * PITCH + VEC * (q ^ swizzle(c)); }
+  /// Offset of rows VEC q .. VEC q + VEC - 1 (of the block's) of column c in a stage whose columns are
+  /// `pitch` elements apart (the block's rows: a multiple of 128 bytes). The swizzle permutes pieces
+  /// within a 128-byte line only.
+  __host__ __device__ static constexpr int piece(int c, int q, int pitch) { return c * pitch + VEC * (q ^ swizzle(c)); }
   static_assert(swizzle(8 + 2 * 3 + 1) == 2 * 3 && swizzle(2 * 2) == 2 * 2, "columns 8u + 2t + s swizzle by 2t");
   static constexpr int KC = kTf32 ? 32 : 64;
   static constexpr int SPC = KC / G;      ///< stages per chunk
@@ -97,13 +103,12 @@ struct CmMmaCfg {
   static constexpr int LDB = kTf32 ? 4 * KC + 4 : KC + 8;
   static_assert(SPC >= S - 1 && (SPC & (SPC - 1)) == 0, "a chunk's B must arrive within S - 1 stages");
   static_assert(G % 8 == 0, "k8 steps");
-  static constexpr int STAGE = G * PITCH;  ///< elements of one warp's stage
-  static constexpr int LANES_PER_COLUMN = ROWS_PER_WARP / VEC;
-  static constexpr int COLUMNS_PER_COPY = 32 / LANES_PER_COLUMN;  ///< columns one copy instruction covers
-  static constexpr int COPIES = G / COLUMNS_PER_COPY;  ///< 16-byte copies per lane per stage
+  /// Columns the block's threads cover with one 16-byte copy each: a column holds t1 / 4 pieces.
+  static constexpr int COLUMNS_PER_COPY = 32 * VEC / ROWS_PER_WARP;
+  static constexpr int COPIES = G / COLUMNS_PER_COPY;  ///< 16-byte copies per thread per stage
   static constexpr int B_BUF = (kTf32 ? T2 / 2 : T2) * LDB;  ///< elements of one B^T buffer
   static constexpr int B_RAW = kTf32 ? T2 * KC : 0;  ///< elements of one raw B^T chunk (3xTF32)
-  __host__ __device__ static std::size_t ring_bytes(int t1) { return std::size_t(t1 / 32) * S * STAGE * sizeof(T); }
+  __host__ __device__ static std::size_t ring_bytes(int t1) { return std::size_t(S) * G * rows_per_block(t1) * sizeof(T); }
   static std::size_t smem(int t1) { return ring_bytes(t1) + sizeof(T) * 2 * (B_BUF + B_RAW); }
   __host__ __device__ static int rows_per_block(int t1) { return t1 / 32 * ROWS_PER_WARP; }
   static int loads_in_flight() { return (S - 1) * COPIES; }
@@ -152,29 +157,32 @@ template <class T, CmMath M, int NT>
 __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_kernel(const Args<T> g) {
   using Cfg = CmMmaCfg<T, M, NT>;
   using V = typename Cfg::V;
-  constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, PITCH = Cfg::PITCH, KC = Cfg::KC, SPC = Cfg::SPC,
-                LDB = Cfg::LDB, T2 = Cfg::T2, NR = Cfg::NR, STAGE = Cfg::STAGE, COPIES = Cfg::COPIES,
-                LPC = Cfg::LANES_PER_COLUMN, CPC = Cfg::COLUMNS_PER_COPY, B_BUF = Cfg::B_BUF, B_RAW = Cfg::B_RAW;
+  constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, KC = Cfg::KC, SPC = Cfg::SPC, LDB = Cfg::LDB, T2 = Cfg::T2,
+                NR = Cfg::NR, COPIES = Cfg::COPIES, CPC = Cfg::COLUMNS_PER_COPY, B_BUF = Cfg::B_BUF,
+                B_RAW = Cfg::B_RAW;
   extern __shared__ __align__(16) unsigned char smem[];
   const int t1 = blockDim.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
-  T* ring = reinterpret_cast<T*>(smem) + warp * S * STAGE;   // this warp's [S][G][PITCH], swizzled
+  const int pitch = Cfg::rows_per_block(t1), stage = G * pitch;
+  T* ring = reinterpret_cast<T*>(smem);                      // [S][G][pitch], swizzled
   T* bt = reinterpret_cast<T*>(smem + Cfg::ring_bytes(t1));  // [2][B_BUF]
   T* raw = bt + 2 * B_BUF;                                   // 3xTF32: [2][B_RAW]
 
   const int pass = static_cast<int>(blockIdx.x % static_cast<unsigned>(g.passes));
   const std::int64_t rg = blockIdx.x / static_cast<unsigned>(g.passes);
-  const std::int64_t wrow = rg * Cfg::rows_per_block(t1) + static_cast<std::int64_t>(warp) * Cfg::ROWS_PER_WARP;
+  const std::int64_t brow = rg * Cfg::rows_per_block(t1);
+  const std::int64_t wrow = brow + static_cast<std::int64_t>(warp) * Cfg::ROWS_PER_WARP;
   const std::int64_t j0 = static_cast<std::int64_t>(pass) * T2;
   const std::int64_t p_begin = static_cast<std::int64_t>(blockIdx.y) * g.chunk;
   const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
   const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
 
-  // Lane `lane` copies rows wrow + VEC (lane % LPC) .. + VEC - 1 of columns lane / LPC + CPC i of a
-  // stage (LPC lanes cover a column's 128 bytes). Rows past the edge are zero and never stored.
-  const int copy_row = VEC * (lane % LPC), copy_col = lane / LPC;
-  const std::int64_t rows_left = g.rows - (wrow + copy_row);
+  // Thread `tid` copies rows brow + VEC (tid % (t1 / CPC)) .. + VEC - 1 of columns tid / (t1 / CPC) + CPC i
+  // of a stage (t1 / CPC threads cover a column's rows). Rows past the edge are zero and never stored.
+  const int copy_row = VEC * (tid % (t1 / CPC)), copy_col = tid / (t1 / CPC);
+  const std::int64_t copy_first = brow + copy_row;
+  const std::int64_t rows_left = g.rows - copy_first;
   const int row_bytes = rows_left <= 0 ? 0 : static_cast<int>(rows_left >= VEC ? VEC : rows_left) * int(sizeof(T));
-  const T* a_rows = g.a + (row_bytes > 0 ? wrow + copy_row : 0);
+  const T* a_rows = g.a + (row_bytes > 0 ? copy_first : 0);
   // The common case, whole rows and a whole stage, runs without a test per copy from a source pointer
   // carried from stage to stage (the compiler would otherwise recompute the addresses every stage).
   const int whole_rows = kept(row_bytes == VEC * int(sizeof(T)));
@@ -182,9 +190,9 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
   const T* next_src = a_rows + (p_begin + copy_col) * g.lda;
   // Offsets of this lane's pieces in a stage: columns c and c + 2 CPC share a swizzle.
   static_assert(COPIES % 2 == 0 && Cfg::swizzle(2 * CPC) == 0, "two offsets serve all copies");
-  const int dst_offset[2] = {kept(Cfg::piece(copy_col, copy_row / VEC)),
-                             kept(Cfg::piece(copy_col + CPC, copy_row / VEC))};
-  auto dst_of = [&](int i) { return dst_offset[i % 2] + i / 2 * 2 * CPC * PITCH; };
+  const int dst_offset[2] = {kept(Cfg::piece(copy_col, copy_row / VEC, pitch)),
+                             kept(Cfg::piece(copy_col + CPC, copy_row / VEC, pitch))};
+  auto dst_of = [&](int i) { return dst_offset[i % 2] + i / 2 * 2 * CPC * pitch; };
   auto issue = [&](std::int64_t step, int slot) {
     if (step >= nsteps) return;
     const std::int64_t p0 = p_begin + step * G;
@@ -193,14 +201,14 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
     if (whole_rows && p0 + G <= p_end) {
 #pragma unroll
       for (int i = 0; i < COPIES; ++i)
-        cp_async<16>(ring + slot * STAGE + dst_of(i), src + i * copy_stride, 16);
+        cp_async<16>(ring + slot * stage + dst_of(i), src + i * copy_stride, 16);
       return;
     }
 #pragma unroll
     for (int i = 0; i < COPIES; ++i) {
       const int c = copy_col + CPC * i;
       const bool ok = p0 + c < p_end && row_bytes > 0;
-      copy_vector(reinterpret_cast<V*>(ring + slot * STAGE + dst_of(i)), ok ? a_rows + (p0 + c) * g.lda : g.a,
+      copy_vector(reinterpret_cast<V*>(ring + slot * stage + dst_of(i)), ok ? a_rows + (p0 + c) * g.lda : g.a,
                   ok ? row_bytes : 0, g.a);
     }
   };
@@ -239,12 +247,12 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
       if (p0 < p_end) fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
     }
   };
-  // This lane's offsets in a stage (piece g of columns 8u + 2t + s, whose swizzle is 2t) and in a B^T
-  // buffer (row g, inner 2t).
-  const int a_lane = kept(VEC * (gq ^ (2 * tq)));
+  // This lane's offsets in a stage (its warp's piece g of columns 8u + 2t + s, whose swizzle is 2t; the
+  // reads add 8u + s columns) and in a B^T buffer (row g, inner 2t).
+  const int a_lane = kept(warp * Cfg::ROWS_PER_WARP + VEC * (gq ^ (2 * tq)) + 2 * tq * pitch);
   const int b_lane = kept(gq * LDB + (Cfg::kTf32 ? 8 : 2) * tq);
-  run_stages<S, SPC, true>(nsteps, issue, chunk_start, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
-    const T* a_s = ring + slot * STAGE + a_lane;
+  run_stages<S, SPC, StageSync::block>(nsteps, issue, chunk_start, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+    const T* a_s = ring + slot * stage + a_lane;
     if constexpr (Cfg::kTf32) {
       // One k-group per stage into a fresh accumulator (the tensor cores add by truncation), then
       // round-to-nearest adds into the running sums.
@@ -263,8 +271,8 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
         const Tf32Pair a3{__float_as_uint(hi.w), __float_as_uint(lo.w)};
         // A(row 4g + n, inner 8u + 2t) and (.., 8u + 2t + 1) for n-tile n
         Tf32Pair x0[NR], x1[NR];
-        split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq) * PITCH), x0);
-        split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + 1) * PITCH), x1);
+        split_tf32(*reinterpret_cast<const V*>(a_s + 8 * u * pitch), x0);
+        split_tf32(*reinterpret_cast<const V*>(a_s + (8 * u + 1) * pitch), x1);
         // Product by product across the n-tiles' independent chains (tensor_core.cuh, k_group_3xtf32_step).
 #pragma unroll
         for (int p = 0; p < 3; ++p)
@@ -293,7 +301,7 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
           // A(row VEC g + n, inner 8u + 2t + s) for n-tile n
-          const V v = *reinterpret_cast<const V*>(a_s + (8 * u + 2 * tq + s) * PITCH);
+          const V v = *reinterpret_cast<const V*>(a_s + (8 * u + s) * pitch);
           double af[NR];
 #pragma unroll
           for (int n = 0; n < NR; ++n) af[n] = elem<T>(v, n);

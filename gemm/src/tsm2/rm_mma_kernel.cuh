@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_mma_kernel(const Args<T> g) {
   };
   // Fragment slots of lane (g, t) in a stage: rows g and g + 8 (same parity), piece 4u + t.
   const int frag0 = gq * CHUNKS, frag1 = (gq + 8) * CHUNKS, swz = (gq & 1) << 2;
-  run_stages<S, SPC, true>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+  run_stages<S, SPC, StageSync::warp>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const V* a_s = as + slot * WARP_STAGE;
     const T* b_s = bt + (chunk & 1) * B_TILE + gq * LDT + kstep * STEP + tq * VEC;
     V a[U][2], bhi[U][NT], blo[U][NT];

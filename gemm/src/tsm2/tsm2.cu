@@ -31,7 +31,9 @@
 //    call (the paper's Alg. 5), writing only to the workspace; SKINNY_TSM2_NO_TRIAL=1 disables it. The
 //    trial also times the kernels of the shape and, for each, the splits of plans_at. At 16 columns per
 //    pass on column-major A it times the same kernel on half-width vectors too (half the accumulators).
-//    The choice is cached; later calls launch it without planning again.
+//    For double A a kernel on the FMA pipes must beat the tensor cores by kFp64FmaMargin (its speed
+//    follows the SM clock, which sustained runs lower). The choice is cached; later calls launch it
+//    without planning again.
 //
 // B chunks are double buffered in shared memory and filled by cp.async in the same commit group as an
 // A stage, so one barrier per chunk suffices.
@@ -141,7 +143,7 @@ __global__ void __launch_bounds__(256) tsm2_cm_kernel(const Args<T> g) {
     const std::int64_t p0 = p_begin + c * KC;
     if (p0 < p_end) fill_b<T, KC, T2, false, 0>(bs + (c & 1) * KC * T2, g, p0, p_end, j0, tid, t1);
   };
-  run_stages<S, SPC, false>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+  run_stages<S, SPC, StageSync::own>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const V* a_s = as + slot * G * t1 + tid;
     const T* b_s = bs + (chunk & 1) * KC * T2 + kstep * G * T2;
 #pragma unroll
@@ -245,7 +247,7 @@ __global__ void __launch_bounds__(256, 1) tsm2_rm_kernel(const Args<T> g) {
     const std::int64_t p0 = p_begin + c * KC;
     if (p0 < p_end) fill_b<T, KC, T2, true, LDT>(bt + (c & 1) * T2 * LDT, g, p0, p_end, j0, tid, t1);
   };
-  run_stages<S, SPC, false>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+  run_stages<S, SPC, StageSync::own>(nsteps, issue, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
     const V* a_s = as + slot * R * t1 + tid;
     V a[R];
 #pragma unroll
@@ -333,6 +335,7 @@ struct KernelInfo {
   int t2 = 0, vec = 1;
   bool row_major = false;
   const char* name = "ffma";  ///< Tsm2Plan::kernel
+  bool tensor_cores = false;  ///< runs its products on the tensor cores (else on the FMA pipes)
   /// Tensor-core kernel: elements of the B image it reads (tsm2_b_image_kernel, launched first).
   std::int64_t (*b_image)(std::int64_t inner, int passes) = nullptr;
   const void* b_image_fn = nullptr;
@@ -382,6 +385,7 @@ KernelInfo info_mma() {
   k.vec = C::VEC;
   k.row_major = true;
   k.name = std::is_same_v<T, float> ? "3xtf32" : "dmma";
+  k.tensor_cores = true;
   set_config_figures<C>(k);
   return k;
 }
@@ -420,6 +424,7 @@ KernelInfo info_cm_mma() {
   k.t2 = C::T2;
   k.vec = C::VEC;
   k.name = C::kTf32 ? "3xtf32" : "dmma";
+  k.tensor_cores = true;
   set_config_figures<C>(k);
   return k;
 }
@@ -447,7 +452,7 @@ constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
 ///                             kernel (ffma)
 ///   SKINNY_TSM2_SPLIT_RULE=lean  only the splits of lean waves where they differ from the wave-filling
 ///                             one (plans_at), so that tests without a trial run them
-///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) to stderr
+///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) and the trial's median per candidate to stderr
 struct Tuning {
   int t1 = 0, split = 0, max_t2 = 0;
   double partial_cap = 0;
@@ -864,6 +869,15 @@ Args<T> make_args(const TallSkinny<T>& t) {
 /// at 91 % of the read ceiling over DMMA at 97 % for the double column-major K-means shape.) As many
 /// rounds as fit in about kTrialBudgetMs, from kTrialMinRounds to kTrialMaxRounds.
 constexpr int kTrialMinRounds = 3, kTrialMaxRounds = 15;
+/// Double A: a kernel on the FP64 FMA pipes must beat a tensor-core candidate by this fraction of its
+/// time. The FFMA kernels spend k multiply-adds per element of A there, so their speed follows the SM
+/// clock, which the power cap lowers in a sustained run; the tensor cores' hardly. Measured on the H100,
+/// double column-major K-means shape (bench/results/h100/2026-11-24_dmma-block-copies/steps): the FFMA
+/// kernel drew 661-668 W with the clock falling to 1815 MHz where DMMA drew 645-651 W at 1965 MHz; at
+/// the base clock (1.59 GHz, under ncu) FFMA took 2.98-3.00 ms and DMMA 2.89; at full clock FFMA led
+/// by under 1 %. A short interleaved trial does not see the sustained clock: on one lease it picked the
+/// FFMA kernel, which then ran at 91.4-94.6 % of the read ceiling (…/2026-11-24_vector-reduce/steps/09).
+constexpr double kFp64FmaMargin = 0.02;
 constexpr double kTrialBudgetMs = 50;
 constexpr double kTrialBytesPerMs = 2.5e9;  ///< to estimate a round's time: ~2.5 TB/s
 template <class T>
@@ -899,7 +913,17 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
     std::nth_element(m.begin(), m.begin() + m.size() / 2, m.end());
     median_ms.push_back(m[m.size() / 2]);
   }
-  return static_cast<std::size_t>(std::min_element(median_ms.begin(), median_ms.end()) - median_ms.begin());
+  const bool tensor_candidate = std::any_of(pr.candidates.begin(), pr.candidates.end(),
+                                            [](const ChosenPlan& c) { return c.kernel.tensor_cores; });
+  std::vector<double> score(median_ms.begin(), median_ms.end());
+  for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
+    if (std::is_same_v<T, double> && tensor_candidate && !pr.candidates[i].kernel.tensor_cores)
+      score[i] *= 1 + kFp64FmaMargin;
+    if (tuning().verbose)
+      std::fprintf(stderr, "  trial, median of %d: %.4f ms (score %.4f) %s\n", rounds, median_ms[i], score[i],
+                   pr.candidates[i].plan.describe().c_str());
+  }
+  return static_cast<std::size_t>(std::min_element(score.begin(), score.end()) - score.begin());
 }
 
 template <class T>

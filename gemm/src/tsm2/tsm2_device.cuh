@@ -76,17 +76,21 @@ __device__ __forceinline__ int rotated_split(int split, std::int64_t row_group) 
   return static_cast<int>((blockIdx.y + row_group) % split);
 }
 
+/// Who reads the copies of a stage, and so the sync each stage needs before it is read (which also
+/// frees the slot refilled next): a thread only its own (none), a warp its lanes' (a __syncwarp), the
+/// block all of them (a __syncthreads).
+enum class StageSync { own, warp, block };
+
 /// The pipeline the ring-buffered TSM2 kernels share. Stage `step` of A sits in ring slot step % S while
 /// stages step + 1 .. step + S - 1 are in flight; `issue(step, slot)` queues a stage's cp.async copies.
 /// B comes in chunks of SPC stages, double buffered: `fill_chunk(c)` queues chunk c (or nothing past the
 /// end) together with the stage that starts chunk c - 1, so one block barrier per chunk makes a chunk
-/// visible and frees the other buffer. Between barriers a thread that reads only its own copies needs
-/// no sync; kWarpSync: each warp reads what its lanes copied (a __syncwarp, which also frees the slot
-/// refilled next). `compute(slot, kstep, chunk)` uses the stage in `slot`, stage kstep of its B chunk.
+/// visible and frees the other buffer. Between barriers, per stage, kSync says who reads whose copies
+/// (StageSync). `compute(slot, kstep, chunk)` uses the stage in `slot`, stage kstep of its B chunk.
 /// The caller queues chunk 0 of B before, so it lands with stage 0. `chunk_start(c)` runs at the start of
 /// chunk c before its barrier, once this thread's copies of the chunk's first stage have landed (3xTF32
 /// splits its raw B there; the other kernels pass nothing).
-template <int S, int SPC, bool kWarpSync, class Issue, class ChunkStart, class FillChunk, class Compute>
+template <int S, int SPC, StageSync kSync, class Issue, class ChunkStart, class FillChunk, class Compute>
 __device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, ChunkStart&& chunk_start,
                                            FillChunk&& fill_chunk, Compute&& compute) {
 #pragma unroll
@@ -105,8 +109,10 @@ __device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, C
       chunk_start(chunk);
       __syncthreads();
       fill_chunk(chunk + 1);
-    } else if constexpr (kWarpSync) {
+    } else if constexpr (kSync == StageSync::warp) {
       __syncwarp();
+    } else if constexpr (kSync == StageSync::block) {
+      __syncthreads();
     }
     issue(step + S - 1, islot);
     cp_async_commit();
@@ -120,10 +126,10 @@ __device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, C
   }
   cp_async_wait<0>();
 }
-template <int S, int SPC, bool kWarpSync, class Issue, class FillChunk, class Compute>
+template <int S, int SPC, StageSync kSync, class Issue, class FillChunk, class Compute>
 __device__ __forceinline__ void run_stages(std::int64_t nsteps, Issue&& issue, FillChunk&& fill_chunk,
                                            Compute&& compute) {
-  run_stages<S, SPC, kWarpSync>(nsteps, issue, [](std::int64_t) {}, fill_chunk, compute);
+  run_stages<S, SPC, kSync>(nsteps, issue, [](std::int64_t) {}, fill_chunk, compute);
 }
 
 template <class T>
