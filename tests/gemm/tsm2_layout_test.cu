@@ -58,7 +58,8 @@ void expect_stage_copies_fill_aligned_lines(int t1) {
   if (t1 >= 128)
     for (int warp = 0; warp < t1 / 32; ++warp) {
       EXPECT_EQ((32 * warp) / per_column, (32 * warp + 31) / per_column) << "warp " << warp << ": one column";
-      EXPECT_EQ((32 * warp + 31) % per_column - (32 * warp) % per_column, 31) << "warp " << warp << ": consecutive rows";
+      EXPECT_EQ((32 * warp + 31) % per_column - (32 * warp) % per_column, 31)
+          << "warp " << warp << ": consecutive rows";
     }
 }
 

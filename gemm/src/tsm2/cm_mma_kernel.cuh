@@ -33,22 +33,21 @@
 //  * inner: within each 8 inner indices, lane t takes indices 2t and 2t + 1 (DMMA: one per k4 step of
 //    a pair; TF32: positions t and t + 4 of the k8 step), so a lane reads its two B^T values of a
 //    column as one 2-vector (DMMA) or, with their TF32 halves beside them, one float4 (TF32).
-// A is streamed through a cp.async ring per block (stage: 16 columns of the block's rows), each warp's
-// rows of a column as one aligned 128-byte line with its 16-byte pieces permuted so that the fragment
-// reads are conflict-free (CmMmaCfg::piece); B^T rows are padded for the same reason. The block's
-// threads copy a stage together, a warp instruction 512 contiguous bytes of a column (t1 >= 128), and
-// a block barrier per stage publishes it. (A ring per warp, each warp copying its own 128 bytes of 4
-// columns per instruction with a __syncwarp per stage, read A more slowly: double K-means shape with
-// DMMA 95.4-96.7 % of the read ceiling against 96.2-96.9 %; 3xTF32 float n = 10240 k = 16 91.2-91.6
-// against 91.8-92.2 %, n = 20480 96.0-96.4 against 96.7-97.1 %; H100,
-// bench/results/h100/2026-11-24_dmma-block-copies/steps/04.) B^T chunks are double buffered and filled with the stage that
-// starts the previous chunk (one __syncthreads per chunk), as in the FFMA kernel. In 3xTF32 each thread
-// copies its elements of a chunk raw (cp.async) two chunks ahead and splits them into the shared buffer
-// just before the chunk's block barrier, which publishes them: the split costs no barrier of its own,
-// and the first chunks of B travel with the first stage of A. (Splitting chunk 0 before the first stage
-// of A was queued had cost a wait on memory at every block's start: float n = 10240 k = 16 91.2-92.5 %
-// of the read ceiling against 92.2-92.4 % now, k = 8 92.6-93.4 against 93.2-93.9 %, H100,
-// bench/results/h100/2026-11-24_vector-reduce/steps/08.)
+// A is streamed through a cp.async ring per block (stage: 16 columns of the block's rows), each warp's rows
+// of a column as one aligned 128-byte line with its 16-byte pieces permuted so that the fragment reads are
+// conflict-free (CmMmaCfg::piece); B^T rows are padded for the same reason. The block's threads copy a
+// stage together, a warp instruction 512 contiguous bytes of a column (t1 >= 128), and a block barrier per
+// stage publishes it. (A ring per warp, each warp copying its own 128 bytes of 4 columns per instruction
+// with a __syncwarp per stage, read A more slowly: double K-means shape with DMMA 95.4-96.7 % of the read
+// ceiling against 96.2-96.9 %; 3xTF32 float n = 10240 k = 16 91.2-91.6 against 91.8-92.2 %, n = 20480
+// 96.0-96.4 against 96.7-97.1 %; H100, bench/results/h100/2026-11-24_dmma-block-copies/steps/04.) B^T
+// chunks are double buffered and filled with the stage that starts the previous chunk (one __syncthreads
+// per chunk), as in the FFMA kernel. In 3xTF32 each thread copies its elements of a chunk raw (cp.async)
+// two chunks ahead and splits them into the shared buffer just before the chunk's block barrier, which
+// publishes them: the split costs no barrier of its own, and the first chunks of B travel with the first
+// stage of A. (Splitting chunk 0 before the first stage of A was queued had cost a wait on memory at every
+// block's start: float n = 10240 k = 16 91.2-92.5 % of the read ceiling against 92.2-92.4 % now, k = 8
+// 92.6-93.4 against 93.2-93.9 %, H100, bench/results/h100/2026-11-24_vector-reduce/steps/08.)
 // Included only by tsm2.cu.
 #pragma once
 
@@ -108,7 +107,9 @@ struct CmMmaCfg {
   static constexpr int COPIES = G / COLUMNS_PER_COPY;  ///< 16-byte copies per thread per stage
   static constexpr int B_BUF = (kTf32 ? T2 / 2 : T2) * LDB;  ///< elements of one B^T buffer
   static constexpr int B_RAW = kTf32 ? T2 * KC : 0;  ///< elements of one raw B^T chunk (3xTF32)
-  __host__ __device__ static std::size_t ring_bytes(int t1) { return std::size_t(S) * G * rows_per_block(t1) * sizeof(T); }
+  __host__ __device__ static std::size_t ring_bytes(int t1) {
+    return std::size_t(S) * G * rows_per_block(t1) * sizeof(T);
+  }
   static std::size_t smem(int t1) { return ring_bytes(t1) + sizeof(T) * 2 * (B_BUF + B_RAW); }
   __host__ __device__ static int rows_per_block(int t1) { return t1 / 32 * ROWS_PER_WARP; }
   static int loads_in_flight() { return (S - 1) * COPIES; }
@@ -251,7 +252,8 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
   // reads add 8u + s columns) and in a B^T buffer (row g, inner 2t).
   const int a_lane = kept(warp * Cfg::ROWS_PER_WARP + VEC * (gq ^ (2 * tq)) + 2 * tq * pitch);
   const int b_lane = kept(gq * LDB + (Cfg::kTf32 ? 8 : 2) * tq);
-  run_stages<S, SPC, StageSync::block>(nsteps, issue, chunk_start, fill_chunk, [&](int slot, int kstep, std::int64_t chunk) {
+  run_stages<S, SPC, StageSync::block>(nsteps, issue, chunk_start, fill_chunk,
+                                       [&](int slot, int kstep, std::int64_t chunk) {
     const T* a_s = ring + slot * stage + a_lane;
     if constexpr (Cfg::kTf32) {
       // One k-group per stage into a fresh accumulator (the tensor cores add by truncation), then
