@@ -18,7 +18,7 @@
 //    a row-at-a-time kernel (rm_stream_kernel.cuh) are timed against it on a shape's first call and the
 //    fastest is kept. Row-major kernels rotate their split by row group (tsm2_device.cuh,
 //    rotated_split) so that the blocks running together read different columns. Column-major A with
-//    5..16 columns has tensor-core candidates too (cm_mma_kernel.cuh: DMMA, float A converted to
+//    3..16 columns has tensor-core candidates too (cm_mma_kernel.cuh: DMMA, float A converted to
 //    double; 3xTF32 for float).
 //  * When the rows alone cannot fill whole waves of the GPU, the inner dimension is split across
 //    blocks (grid y); each split writes partial sums to the Context workspace [split][rows][cols] and a
@@ -437,8 +437,13 @@ KernelInfo pick_cm_dmma_kernel(std::int64_t cols) {
 }
 /// 3xTF32: one m16 tile, 16 columns per pass (fewer columns cost no more issues, only idle tensor work).
 KernelInfo pick_cm_tf32_kernel() { return info_cm_mma<float, CmMath::tf32x3, 2>(); }
-/// The column widths they are timed for by default: with <= 4 the FFMA kernel reads at the ceiling.
-constexpr std::int64_t kMinCmMmaCols = 5, kMaxCmMmaCols = 16;
+/// The column widths they are timed for by default. From 3 columns: at 3 and 4 every kernel does the
+/// work of 4 (FFMA) or of a whole tile (DMMA 8, 3xTF32 16), and with the tensor-core kernels among the
+/// candidates (from 5 before) the trial took float k = 4 from 92.2-92.7 to 94.1-94.4 % of the read
+/// ceiling at n = 10240 (3xTF32) and double k = 4 from 93.8-96.6 to 96.6-97.5 % (DMMA), three
+/// processes each side by side (H100, bench/results/h100/2026-11-24_dmma-block-copies/steps/12). 1 and 2
+/// columns were not measured with them (the FFMA kernel reads at 92.8-93.8 % there at n = 10240).
+constexpr std::int64_t kMinCmMmaCols = 3, kMaxCmMmaCols = 16;
 
 /// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
 ///   SKINNY_TSM2_T1=n          only this t1 (no trial)
@@ -754,7 +759,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // Row-major A has up to three kernels and the trial times them all. Measured on the H100, the tensor
   // cores win on the K-means shape (k = 16: double 98 %, float 96 % against the FFMA kernel's 87 %;
   // elsewhere the trial decides); with <= 8 columns the row-at-a-time kernel reads A in longer runs.
-  // Column-major A with 5..16 columns has the FFMA kernel at full and half width and the tensor-core
+  // Column-major A with 3..16 columns has the FFMA kernel at full and half width and the tensor-core
   // kernels (DMMA; 3xTF32 for float). Without a trial the first candidate runs: the tensor cores for
   // row-major double, else the FFMA kernel (no B image to build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
