@@ -69,10 +69,10 @@ Problem make_problem(const Arguments<TIn, TOut>& args) {
   return p;
 }
 
-/// Where TSM2 beat cuBLAS in tsm2-bench on the H100 (bench/results/h100/2026-11-24_dmma-block-copies/json):
-/// float with k <= 16 in both layouts (1.06-1.56x); double with k <= 16 and a column-major tall matrix
-/// (1.07-1.10x up to n = 20480, 1.02-1.05x at n = 30720, 1.00x on the K-means shape). Double with a
-/// row-major tall matrix ties (K-means shape 1.01x): cuBLAS keeps it.
+/// Where TSM2 beat cuBLAS in tsm2-bench on the H100 (bench/results/h100/2026-11-24_dmma-block-copies/
+/// check_a114f80): float with k <= 16 in both layouts (1.05-1.58x); double with k <= 16 and a column-major
+/// tall matrix (1.04-1.08x up to n = 20480, 1.01-1.03x at n = 30720, 0.99-1.01x on the K-means shape over
+/// seven runs). Double with a row-major tall matrix ties (K-means shape 1.00x): cuBLAS keeps it.
 bool tsm2_wins(const Problem& p) {
   if (!detail::tsm2_support(p, "tsm2")) return false;
   const std::int64_t k = detail::skinny_side(p);
