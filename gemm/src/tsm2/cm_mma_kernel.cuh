@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_
   const int whole_rows = kept(row_bytes == VEC * int(sizeof(T)));
   const std::int64_t copy_stride = CPC * g.lda;
   const T* next_src = a_rows + (p_begin + copy_col) * g.lda;
-  // Offsets of this lane's pieces in a stage: columns c and c + 2 CPC share a swizzle.
+  // Offsets of this thread's pieces in a stage: columns c and c + 2 CPC share a swizzle.
   static_assert(COPIES % 2 == 0 && Cfg::swizzle(2 * CPC) == 0, "two offsets serve all copies");
   const int dst_offset[2] = {kept(Cfg::piece(copy_col, copy_row / VEC, pitch)),
                              kept(Cfg::piece(copy_col + CPC, copy_row / VEC, pitch))};

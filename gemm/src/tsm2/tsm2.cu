@@ -874,6 +874,8 @@ Args<T> make_args(const TallSkinny<T>& t) {
 /// at 91 % of the read ceiling over DMMA at 97 % for the double column-major K-means shape.) As many
 /// rounds as fit in about kTrialBudgetMs, from kTrialMinRounds to kTrialMaxRounds.
 constexpr int kTrialMinRounds = 3, kTrialMaxRounds = 15;
+constexpr double kTrialBudgetMs = 50;
+constexpr double kTrialBytesPerMs = 2.5e9;  ///< to estimate a round's time: ~2.5 TB/s
 /// Double A: a kernel on the FP64 FMA pipes must beat a tensor-core candidate by this fraction of its
 /// time. The FFMA kernels spend k multiply-adds per element of A there, so their speed follows the SM
 /// clock, which the power cap lowers in a sustained run; the tensor cores' hardly. Measured on the H100,
@@ -883,8 +885,6 @@ constexpr int kTrialMinRounds = 3, kTrialMaxRounds = 15;
 /// by under 1 %. A short interleaved trial does not see the sustained clock: on one lease it picked the
 /// FFMA kernel, which then ran at 91.4-94.6 % of the read ceiling (…/2026-11-24_vector-reduce/steps/09).
 constexpr double kFp64FmaMargin = 0.02;
-constexpr double kTrialBudgetMs = 50;
-constexpr double kTrialBytesPerMs = 2.5e9;  ///< to estimate a round's time: ~2.5 TB/s
 template <class T>
 std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   std::int64_t ws_elems = 0;
