@@ -78,6 +78,13 @@ struct CmMmaCfg {
   /// it now runs 2 (see the kernel's launch bounds), where both fit, and 3 stages with chunks of 32
   /// still win (4 and 64: n = 10240 87-89 % against 91 %, n = 20480 94-96 % against 96-97 %).
   static constexpr int S = kTf32 ? 3 : 4;
+  /// Most threads per block (the kernel's launch bound). At t1 = 512 a block reads 2 KB of each column
+  /// per stage (256 rows of double, 512 of float). DMMA: up to 512, which on the H100 read double
+  /// n = 20480, k = 16 without a split at 99.1-100 % of the read ceiling, where t1 <= 256 had needed 8
+  /// splits for 95.4-96.2 % (bench/results/h100/2026-11-24_t1-512/steps). 3xTF32: 256, two blocks per SM
+  /// (the kernel's comment); at 512 it was no faster anywhere (float n = 10240, k = 16: 0.1475 against
+  /// 0.1469 ms in the trial).
+  static constexpr int MAX_T1 = kTf32 ? 256 : 512;
   /// A stage holds each column's rows as 128 aligned bytes, its eight 16-byte pieces permuted:
   /// piece q of column c sits at q ^ swizzle(c). Aligned lines matter to the copies: padded columns
   /// (a pitch of 36 floats) made the cp.async writes straddle 128-byte lines of shared memory, and the
@@ -155,7 +162,8 @@ __device__ __forceinline__ void split_raw_b(float* buf, const float* raw, const 
 /// instead of 86-88 % at n = 10240, 96-97 % instead of 92-95 % at n = 20480, 99 % instead of 94-96 %
 /// on the column-major K-means shape (bench/results/h100/2026-11-24_launch-bounds/steps).
 template <class T, CmMath M, int NT>
-__global__ void __launch_bounds__(256, M == CmMath::tf32x3 ? 2 : 1) tsm2_cm_mma_kernel(const Args<T> g) {
+__global__ void __launch_bounds__(CmMmaCfg<T, M, NT>::MAX_T1, M == CmMath::tf32x3 ? 2 : 1)
+    tsm2_cm_mma_kernel(const Args<T> g) {
   using Cfg = CmMmaCfg<T, M, NT>;
   using V = typename Cfg::V;
   constexpr int VEC = Cfg::VEC, G = Cfg::G, S = Cfg::S, KC = Cfg::KC, SPC = Cfg::SPC, LDB = Cfg::LDB, T2 = Cfg::T2,

@@ -345,6 +345,7 @@ struct KernelInfo {
   int max_chunk = 0;                   ///< most inner elements one split may cover (0: no limit)
   std::size_t (*smem)(int t1) = nullptr;
   int (*rows_per_block)(int t1) = nullptr;
+  int max_t1 = 256;  ///< its launch bound: the most threads per block
 };
 
 /// The figures every kernel's configuration C gives the planner.
@@ -426,6 +427,7 @@ KernelInfo info_cm_mma() {
   k.name = C::kTf32 ? "3xtf32" : "dmma";
   k.tensor_cores = true;
   set_config_figures<C>(k);
+  k.max_t1 = C::MAX_T1;
   return k;
 }
 
@@ -446,7 +448,7 @@ KernelInfo pick_cm_tf32_kernel() { return info_cm_mma<float, CmMath::tf32x3, 2>(
 constexpr std::int64_t kMinCmMmaCols = 3, kMaxCmMmaCols = 16;
 
 /// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
-///   SKINNY_TSM2_T1=n          only this t1 (no trial)
+///   SKINNY_TSM2_T1=n          only this t1, for the kernels whose launch bound allows it
 ///   SKINNY_TSM2_SPLIT=n       this split of the inner dimension (rounded to whole B chunks)
 ///   SKINNY_TSM2_PARTIAL_CAP=f cap on partial-sum traffic as a fraction of bytes(A)
 ///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
@@ -675,10 +677,13 @@ std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, cons
   return plans;
 }
 
-/// t1 candidates in trial order (the first is the no-trial choice).
-std::vector<int> t1_candidates(bool row_major) {
-  if (tuning().t1 > 0) return {tuning().t1};
-  return row_major ? std::vector<int>{128, 64, 256} : std::vector<int>{64, 128, 256};
+/// Kernel k's t1 candidates in trial order (the first is the no-trial choice): 512 as well where its
+/// launch bound allows it. SKINNY_TSM2_T1 leaves one, for the kernels that can run it.
+std::vector<int> t1_candidates(const KernelInfo& k) {
+  if (tuning().t1 > 0 && tuning().t1 <= k.max_t1) return {tuning().t1};
+  std::vector<int> t1s = k.row_major ? std::vector<int>{128, 64, 256} : std::vector<int>{64, 128, 256};
+  if (k.max_t1 >= 512) t1s.push_back(512);
+  return t1s;
 }
 
 using PlanKey = std::tuple<int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t>;
@@ -792,7 +797,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
       kernels.push_back(stream);
   }
   for (const KernelInfo& k : kernels)
-    for (int t1 : t1_candidates(rm))
+    for (int t1 : t1_candidates(k))
       for (Tsm2Plan& p : plans_at(k, t1, pr.shape, dev)) {
         p.model_t2 = pr.model_t2;
         p.model_t3 = pr.model_t3;
