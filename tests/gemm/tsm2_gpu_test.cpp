@@ -60,6 +60,25 @@ TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
   EXPECT_LE(plan.grid_x * plan.split, 5 * ctx.properties().multiProcessorCount) << plan.describe();
 }
 
+// ctest runs the TSM2 cases again with SKINNY_TSM2_CM_KERNEL=dmma and SKINNY_TSM2_T1=512
+// (gemm_gpu_tests_tsm2_cm_dmma_t1_512): there column-major A with 16-byte vectors must run DMMA at 512
+// threads per block, in float and in double.
+TEST_F(Tsm2, DmmaAt512RunPlansDmmaAt512) {
+  const char* kernel = std::getenv("SKINNY_TSM2_CM_KERNEL");
+  const char* t1 = std::getenv("SKINNY_TSM2_T1");
+  if (kernel == nullptr || std::string(kernel) != "dmma" || t1 == nullptr || std::string(t1) != "512")
+    GTEST_SKIP() << "checks the runs with SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_T1=512";
+  Context& ctx = testing::shared_context();
+  for (DType type : {DType::f32, DType::f64}) {
+    detail::Problem p = row_major_problem(type, 1000, 16, 1000);
+    p.a_layout = Layout::col_major;
+    p.lda = p.m;
+    const detail::Tsm2Plan plan = detail::plan_tsm2(p, ctx);
+    EXPECT_EQ(plan.t1, 512) << plan.describe();
+    EXPECT_STREQ(plan.kernel, "dmma") << plan.describe();
+  }
+}
+
 template <class T>
 void expect_bit_identical(std::int64_t m, std::int64_t n, std::int64_t k, Layout a_layout = Layout::row_major) {
   const auto a = testing::random_nonzero<T>(std::size_t(m * k), 11), b = testing::random_nonzero<T>(std::size_t(k * n), 12);
