@@ -50,6 +50,15 @@ __device__ __forceinline__ int kept(int x) {
   return x;
 }
 
+/// Drops the 128-byte line at p (128-byte aligned) from L2 without writing it back; its contents become
+/// undefined. For scratch read for the last time: a dirty line would otherwise go back to DRAM when
+/// the next stream of A evicts it, which costs bandwidth the stream needs.
+__device__ __forceinline__ void discard_l2_line(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
+#endif
+}
+
 template <class T>
 struct Args {
   const T* a;
