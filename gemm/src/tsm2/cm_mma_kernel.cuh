@@ -1,5 +1,5 @@
 // TSM2 for column-major A on the tensor cores: C = alpha * A * B + beta * C, a trial candidate beside
-// the FFMA kernel (tsm2.cu) for 5..16 columns, in two kinds of arithmetic:
+// the FFMA kernel (tsm2.cu) for 3..16 columns (kMinCmMmaCols, kMaxCmMmaCols), in two kinds of arithmetic:
 //  * CmMath::dmma: DMMA (mma.m8n8k4 in double), 8 or 16 columns per pass; float A is converted to
 //    double. Exact products (float A), double sums.
 //  * CmMath::tf32x3 (float A): 3xTF32 on mma.m16n8k8, 16 columns per pass (fewer are zero rows of
