@@ -32,6 +32,12 @@ detail::Problem row_major_problem(DType type, std::int64_t m, std::int64_t n, st
 
 class Tsm2 : public testing::GpuTest {};
 
+/// True when environment variable `name` is set to `value` (the ctest runs with forced plans).
+bool env_is(const char* name, const std::string& value) {
+  const char* e = std::getenv(name);
+  return e != nullptr && e == value;
+}
+
 TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
   Context& ctx = testing::shared_context();
   // The same shapes as gemm_gpu_test.cpp's kTsm2Shapes: a few rows over a long inner dimension must
@@ -48,8 +54,7 @@ TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
 // there a shape that splits must get a lean wave's split (one wave of at most 5 blocks per SM; on the
 // H100 the wave-filling plan of this shape has 720 blocks, 5.5 per SM).
 TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
-  const char* rule = std::getenv("SKINNY_TSM2_SPLIT_RULE");
-  if (rule == nullptr || std::string(rule) != "lean")
+  if (!env_is("SKINNY_TSM2_SPLIT_RULE", "lean"))
     GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_RULE=lean";
   Context& ctx = testing::shared_context();
   detail::Problem p = row_major_problem(DType::f32, 10240, 4, 10240);
@@ -64,9 +69,7 @@ TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
 // (gemm_gpu_tests_tsm2_cm_dmma_t1_512): there column-major A with 16-byte vectors must run DMMA at 512
 // threads per block, in float and in double.
 TEST_F(Tsm2, DmmaAt512RunPlansDmmaAt512) {
-  const char* kernel = std::getenv("SKINNY_TSM2_CM_KERNEL");
-  const char* t1 = std::getenv("SKINNY_TSM2_T1");
-  if (kernel == nullptr || std::string(kernel) != "dmma" || t1 == nullptr || std::string(t1) != "512")
+  if (!env_is("SKINNY_TSM2_CM_KERNEL", "dmma") || !env_is("SKINNY_TSM2_T1", "512"))
     GTEST_SKIP() << "checks the runs with SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_T1=512";
   Context& ctx = testing::shared_context();
   for (DType type : {DType::f32, DType::f64}) {

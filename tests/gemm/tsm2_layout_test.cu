@@ -40,7 +40,7 @@ void expect_stage_copies_fill_aligned_lines(int t1) {
   ASSERT_EQ(per_column * Cfg::VEC, pitch) << "a copy instruction's threads cover whole columns";
   std::set<int> slots;
   for (int tid = 0; tid < t1; ++tid) {
-    const int copy_col = tid / per_column, q = tid % per_column;  // the kernel's mapping
+    const int copy_col = Cfg::copy_column(tid, t1), q = Cfg::copy_piece(tid, t1);
     for (int i = 0; i < Cfg::COPIES; ++i) {
       const int c = copy_col + Cfg::COLUMNS_PER_COPY * i, off = Cfg::piece(c, q, pitch);
       EXPECT_EQ((off - c * pitch) * int(sizeof(T)) / 128, q * Cfg::VEC * int(sizeof(T)) / 128)
@@ -57,9 +57,9 @@ void expect_stage_copies_fill_aligned_lines(int t1) {
   // bytes of one column of A.
   if (t1 >= 128)
     for (int warp = 0; warp < t1 / 32; ++warp) {
-      EXPECT_EQ((32 * warp) / per_column, (32 * warp + 31) / per_column) << "warp " << warp << ": one column";
-      EXPECT_EQ((32 * warp + 31) % per_column - (32 * warp) % per_column, 31)
-          << "warp " << warp << ": consecutive rows";
+      const int first = 32 * warp, last = first + 31;
+      EXPECT_EQ(Cfg::copy_column(first, t1), Cfg::copy_column(last, t1)) << "warp " << warp << ": one column";
+      EXPECT_EQ(Cfg::copy_piece(last, t1) - Cfg::copy_piece(first, t1), 31) << "warp " << warp << ": consecutive rows";
     }
 }
 
@@ -74,13 +74,13 @@ void expect_a_fragment_reads_find_their_rows(int t1) {
           std::vector<int> bytes;
           for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
             const int g = lane / 4, t = lane % 4, col = 8 * u + 2 * t + s;
-            // the kernel's a_lane, then the column 8u + s further
-            const int off = warp * Cfg::ROWS_PER_WARP + Cfg::VEC * (g ^ (2 * t)) + 2 * t * pitch + (8 * u + s) * pitch;
+            const int off = Cfg::a_lane(warp, g, t, pitch) + (8 * u + s) * pitch;  // as the kernel reads
             EXPECT_EQ(off, Cfg::piece(col, 8 * warp + g, pitch))
                 << "warp " << warp << " lane " << lane << " reads its rows VEC g.. of column " << col;
             bytes.push_back(off * int(sizeof(T)));
           }
-          EXPECT_TRUE(conflict_free(bytes, 16)) << "warp " << warp << ", quarter " << quarter << ", k8 step " << u;
+          EXPECT_TRUE(conflict_free(bytes, 16))
+              << "warp " << warp << ", quarter " << quarter << ", k8 step " << u << ", s " << s;
         }
 }
 

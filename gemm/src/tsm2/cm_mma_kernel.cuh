@@ -121,6 +121,15 @@ struct CmMmaCfg {
   __host__ __device__ static int rows_per_block(int t1) { return t1 / 32 * ROWS_PER_WARP; }
   static int loads_in_flight() { return (S - 1) * COPIES; }
   static int bytes_in_flight_per_thread() { return (S - 1) * COPIES * 16; }
+  /// The piece (rows VEC q .. VEC q + VEC - 1 of the block's) and the first column thread `tid` copies in
+  /// a stage, then every COLUMNS_PER_COPY-th column: t1 / COLUMNS_PER_COPY threads cover a column's rows.
+  __host__ __device__ static int copy_piece(int tid, int t1) { return tid % (t1 / COLUMNS_PER_COPY); }
+  __host__ __device__ static int copy_column(int tid, int t1) { return tid / (t1 / COLUMNS_PER_COPY); }
+  /// Offset in a stage of lane (g, t) of warp `warp`: its warp's piece g of column 2t, whose swizzle is
+  /// 2t; the fragment reads add 8u + s columns.
+  __host__ __device__ static constexpr int a_lane(int warp, int g, int t, int pitch) {
+    return warp * ROWS_PER_WARP + VEC * (g ^ (2 * t)) + 2 * t * pitch;
+  }
   /// Row (0 .. ROWS_PER_WARP - 1 of the warp's) at position q of n-tile n.
   __host__ __device__ static constexpr int row_of(int n, int q) { return VEC * q + n; }
   /// Offset of B^T(j, pp) (pp within the chunk) in a 3xTF32 buffer; its low TF32 half is 4 further.
@@ -185,9 +194,9 @@ __global__ void __launch_bounds__(CmMmaCfg<T, M, NT>::MAX_T1, M == CmMath::tf32x
   const std::int64_t p_end = min(g.inner, p_begin + g.chunk);
   const std::int64_t nsteps = (p_end - p_begin + G - 1) / G;
 
-  // Thread `tid` copies rows brow + VEC (tid % (t1 / CPC)) .. + VEC - 1 of columns tid / (t1 / CPC) + CPC i
-  // of a stage (t1 / CPC threads cover a column's rows). Rows past the edge are zero and never stored.
-  const int copy_row = VEC * (tid % (t1 / CPC)), copy_col = tid / (t1 / CPC);
+  // Thread `tid` copies rows brow + copy_row .. + VEC - 1 of columns copy_col + CPC i of a stage. Rows past
+  // the edge are zero and never stored.
+  const int copy_row = VEC * Cfg::copy_piece(tid, t1), copy_col = Cfg::copy_column(tid, t1);
   const std::int64_t copy_first = brow + copy_row;
   const std::int64_t rows_left = g.rows - copy_first;
   const int row_bytes = rows_left <= 0 ? 0 : static_cast<int>(rows_left >= VEC ? VEC : rows_left) * int(sizeof(T));
@@ -256,9 +265,8 @@ __global__ void __launch_bounds__(CmMmaCfg<T, M, NT>::MAX_T1, M == CmMath::tf32x
       if (p0 < p_end) fill_b<T, KC, T2, true, LDB>(bt + (c & 1) * B_BUF, g, p0, p_end, j0, tid, t1);
     }
   };
-  // This lane's offsets in a stage (its warp's piece g of columns 8u + 2t + s, whose swizzle is 2t; the
-  // reads add 8u + s columns) and in a B^T buffer (row g, inner 2t).
-  const int a_lane = kept(warp * Cfg::ROWS_PER_WARP + VEC * (gq ^ (2 * tq)) + 2 * tq * pitch);
+  // This lane's offsets in a stage (Cfg::a_lane) and in a B^T buffer (row g, inner 2t).
+  const int a_lane = kept(Cfg::a_lane(warp, gq, tq, pitch));
   const int b_lane = kept(gq * LDB + (Cfg::kTf32 ? 8 : 2) * tq);
   run_stages<S, SPC, StageSync::block>(nsteps, issue, chunk_start, fill_chunk,
                                        [&](int slot, int kstep, std::int64_t chunk) {

@@ -362,7 +362,6 @@ struct KernelInfo {
   int max_chunk = 0;                   ///< most inner elements one split may cover (0: no limit)
   std::size_t (*smem)(int t1) = nullptr;
   int (*rows_per_block)(int t1) = nullptr;
-  int max_t1 = 256;  ///< its launch bound: the most threads per block
 };
 
 /// The figures every kernel's configuration C gives the planner.
@@ -444,7 +443,6 @@ KernelInfo info_cm_mma() {
   k.name = C::kTf32 ? "3xtf32" : "dmma";
   k.tensor_cores = true;
   set_config_figures<C>(k);
-  k.max_t1 = C::MAX_T1;
   return k;
 }
 
@@ -697,9 +695,12 @@ std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, cons
 /// Kernel k's t1 candidates in trial order (the first is the no-trial choice): 512 as well where its
 /// launch bound allows it. SKINNY_TSM2_T1 leaves one, for the kernels that can run it.
 std::vector<int> t1_candidates(const KernelInfo& k) {
-  if (tuning().t1 > 0 && tuning().t1 <= k.max_t1) return {tuning().t1};
+  cudaFuncAttributes attr{};
+  SKINNY_CUDA_TRY(cudaFuncGetAttributes(&attr, k.fn));
+  const int max_t1 = attr.maxThreadsPerBlock;  // the launch bound the kernel was compiled with
+  if (tuning().t1 > 0 && tuning().t1 <= max_t1) return {tuning().t1};
   std::vector<int> t1s = k.row_major ? std::vector<int>{128, 64, 256} : std::vector<int>{64, 128, 256};
-  if (k.max_t1 >= 512) t1s.push_back(512);
+  if (max_t1 >= 512) t1s.push_back(512);
   return t1s;
 }
 
