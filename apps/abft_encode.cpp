@@ -138,6 +138,7 @@ template <class T>
 int run_typed(const EncodeOptions& o, const std::optional<HostData<T>>& input) {
   const CudaStream stream;
   Context ctx(stream);
+  apply_environment_tuning(ctx);
   const ReadCeiling ceiling = measure_read_ceiling(stream);
   std::vector<Row> rows;
   for (const std::int64_t n : o.sizes) {

@@ -59,6 +59,7 @@ int run_typed(const CampaignOptions& o) {
                      "; pass a smaller --size");
   const CudaStream stream;
   Context ctx(stream);
+  apply_environment_tuning(ctx);
   const std::size_t count = static_cast<std::size_t>(n * n);
   DeviceBuffer<T> a(count), b(count), c(count), clean(count);
   abft::ProtectedGemm<T> pg(ctx, n, n, n, gemm::algo_from_name(o.backend), abft::Threshold{o.gamma, o.threshold});

@@ -66,6 +66,7 @@ std::vector<Row> bench_precision(const GemmBenchOptions& o, double unit_roundoff
   }
   const CudaStream stream;
   Context ctx(stream);
+  apply_environment_tuning(ctx);
   std::vector<Row> rows;
   for (const std::int64_t s : o.sizes) {
     const std::size_t count = std::size_t(s) * std::size_t(s);

@@ -212,6 +212,7 @@ std::string to_json(const Tsm2BenchOptions& o, const std::vector<Row>& rows, con
 int run_tsm2_bench(const Tsm2BenchOptions& o) {
   const CudaStream stream;
   Context ctx(stream);
+  apply_environment_tuning(ctx);
   const ReadCeiling ceiling = measure_read_ceiling(stream);
   const std::vector<Shape> list = shapes(o);
   std::vector<Row> rows;

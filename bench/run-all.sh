@@ -47,18 +47,18 @@ if [[ $skip != *" kmeans "* ]]; then
   for p in float double; do
     for n in 1024 4096 16384 65536 262144; do
       for b in tsm2 cublas; do
-        step "kmeans_${p}_${n}_$b" "$apps/kmeans" --n $n --d 4096 --k 16 --iters 100 --tol 0 --quiet \
+        step "kmeans_${p}_${n}_$b" "$apps/kmeans" --n $n --d 4096 --k 16 --iters 100 --tol 0 \
           --precision $p --backend $b --json "$out/json/kmeans_${p}_${n}_$b.json"
       done
     done
   done
   for p in float double; do
     step "kmeans_main_compare_$p" "$apps/kmeans" --n 262144 --k 16 --backend tsm2 --precision $p --iters 20 --tol 0 \
-      --quiet --compare --json "$out/json/kmeans_main_compare_$p.json"
+      --compare --json "$out/json/kmeans_main_compare_$p.json"
   done
   # Many clusters: auto (the fused nearest kernel) against cuBLAS and the separate argmin.
   for b in auto cublas; do
-    step "kmeans_many_clusters_$b" "$apps/kmeans" --n 1048576 --d 128 --k 1024 --iters 20 --tol 0 --quiet \
+    step "kmeans_many_clusters_$b" "$apps/kmeans" --n 1048576 --d 128 --k 1024 --iters 20 --tol 0 \
       --backend $b --json "$out/json/kmeans_many_clusters_$b.json"
   done
   {

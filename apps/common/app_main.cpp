@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <stdexcept>
@@ -42,6 +43,7 @@ int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, 
   }
   try {
     if (!options.json.empty()) check_writable(options.json);
+    gemm::tsm2_tuning_from(std::getenv);  // a bad SKINNY_TSM2_* value is refused before any GPU work
     const int devices = cuda_device_count();
     if (devices == 0) {
       std::cerr << program << ": error: no CUDA device found (this program needs an NVIDIA GPU and driver)\n";
@@ -57,6 +59,8 @@ int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, 
     return 1;
   }
 }
+
+void apply_environment_tuning(Context& ctx) { ctx.set_tsm2_tuning(gemm::tsm2_tuning_from(std::getenv)); }
 
 void require_gpu_memory(double bytes, const std::string& what, const std::string& advice) {
   std::size_t free_bytes = 0, total_bytes = 0;

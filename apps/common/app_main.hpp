@@ -6,6 +6,7 @@
 #include "json_writer.hpp"
 
 #include <CLI/CLI.hpp>
+#include <skinny/gemm/context.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -32,6 +33,10 @@ void add_common_options(CLI::App& app, CommonOptions& options, const std::vector
 /// "<program>: error: <what>" on stderr and a non-zero exit code. --help prints help and exits 0.
 /// `needs_device`: check for a CUDA device and select options.device before `body`.
 int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, const std::function<int()>& body);
+
+/// Sets ctx's TSM2 tuning from the SKINNY_TSM2_* environment variables (skinny/gemm/tsm2_tuning.hpp):
+/// the programs' override for experiments; the library reads no environment. run_app checks them first.
+void apply_environment_tuning(Context& ctx);
 
 /// Throws "<what> needs X GiB on the GPU but Y GiB are free<advice>" unless `bytes` fit in 95 % of
 /// the current device's free memory (checked before allocating, so the error is one clear line).

@@ -50,13 +50,9 @@ TEST_F(Tsm2, TestShapesCoverTheSplitAndTheNoSplitPath) {
   EXPECT_GE(kmeans.split, 1);
 }
 
-// ctest runs the TSM2 cases again with SKINNY_TSM2_SPLIT_RULE=lean (gemm_gpu_tests_tsm2_lean_split):
-// there a shape that splits must get a lean wave's split (one wave of at most 5 blocks per SM; on the
-// H100 the wave-filling plan of this shape has 720 blocks, 5.5 per SM).
-TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
-  if (!env_is("SKINNY_TSM2_SPLIT_RULE", "lean"))
-    GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_RULE=lean";
-  Context& ctx = testing::shared_context();
+/// A shape that splits gets a lean wave's split under Tsm2SplitRule::lean: one wave of at most 5 blocks
+/// per SM (on the H100 the wave-filling plan of this shape has 720 blocks, 5.5 per SM).
+void expect_lean_waves(Context& ctx) {
   detail::Problem p = row_major_problem(DType::f32, 10240, 4, 10240);
   p.a_layout = Layout::col_major;
   p.lda = p.m;
@@ -65,13 +61,8 @@ TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
   EXPECT_LE(plan.grid_x * plan.split, 5 * ctx.properties().multiProcessorCount) << plan.describe();
 }
 
-// ctest runs the TSM2 cases again with SKINNY_TSM2_CM_KERNEL=dmma and SKINNY_TSM2_T1=512
-// (gemm_gpu_tests_tsm2_cm_dmma_t1_512): there column-major A with 16-byte vectors must run DMMA at 512
-// threads per block, in float and in double.
-TEST_F(Tsm2, DmmaAt512RunPlansDmmaAt512) {
-  if (!env_is("SKINNY_TSM2_CM_KERNEL", "dmma") || !env_is("SKINNY_TSM2_T1", "512"))
-    GTEST_SKIP() << "checks the runs with SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_T1=512";
-  Context& ctx = testing::shared_context();
+/// Column-major A with 16-byte vectors runs DMMA at 512 threads per block, in float and in double.
+void expect_dmma_at_512(Context& ctx) {
   for (DType type : {DType::f32, DType::f64}) {
     detail::Problem p = row_major_problem(type, 1000, 16, 1000);
     p.a_layout = Layout::col_major;
@@ -80,6 +71,43 @@ TEST_F(Tsm2, DmmaAt512RunPlansDmmaAt512) {
     EXPECT_EQ(plan.t1, 512) << plan.describe();
     EXPECT_STREQ(plan.kernel, "dmma") << plan.describe();
   }
+}
+
+TEST_F(Tsm2, TuningOnTheContextSteersThePlan) {
+  Tsm2Tuning lean;
+  lean.split_rule = Tsm2SplitRule::lean;
+  Context lean_ctx;
+  lean_ctx.set_tsm2_tuning(lean);
+  expect_lean_waves(lean_ctx);
+
+  Tsm2Tuning dmma;
+  dmma.col_major_kernel = Tsm2ColMajorKernel::dmma;
+  dmma.t1 = 512;
+  Context dmma_ctx;
+  dmma_ctx.set_tsm2_tuning(dmma);
+  expect_dmma_at_512(dmma_ctx);
+
+  // Plans are cached per tuning: the default Context still plans this shape its own way.
+  Context plain_ctx;
+  detail::Problem p = row_major_problem(DType::f64, 1000, 16, 1000);
+  p.a_layout = Layout::col_major;
+  p.lda = p.m;
+  EXPECT_NE(detail::plan_tsm2(p, plain_ctx).t1, 512);
+}
+
+// ctest runs the TSM2 cases again with SKINNY_TSM2_SPLIT_RULE=lean (gemm_gpu_tests_tsm2_lean_split) and
+// with SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_T1=512 (gemm_gpu_tests_tsm2_cm_dmma_t1_512): there the
+// shared Context, tuned from the environment, must plan that way, so those runs cannot pass on another plan.
+TEST_F(Tsm2, LeanSplitRunPlansLeanWaves) {
+  if (!env_is("SKINNY_TSM2_SPLIT_RULE", "lean"))
+    GTEST_SKIP() << "checks the runs with SKINNY_TSM2_SPLIT_RULE=lean";
+  expect_lean_waves(testing::shared_context());
+}
+
+TEST_F(Tsm2, DmmaAt512RunPlansDmmaAt512) {
+  if (!env_is("SKINNY_TSM2_CM_KERNEL", "dmma") || !env_is("SKINNY_TSM2_T1", "512"))
+    GTEST_SKIP() << "checks the runs with SKINNY_TSM2_CM_KERNEL=dmma SKINNY_TSM2_T1=512";
+  expect_dmma_at_512(testing::shared_context());
 }
 
 template <class T>

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace skinny::testing {
 
 class GpuTest : public ::testing::Test {
@@ -15,9 +17,12 @@ class GpuTest : public ::testing::Test {
 };
 
 /// One Context (and cuBLAS handle) for the whole test binary: creating a handle per test costs more
-/// than most of the GEMMs the tests run.
+/// than most of the GEMMs the tests run. Its TSM2 tuning comes from SKINNY_TSM2_* (ctest runs the
+/// TSM2 cases again with one kernel forced that way, tests/gemm/CMakeLists.txt).
 inline Context& shared_context() {
   static Context ctx;
+  static const bool tuned = (ctx.set_tsm2_tuning(gemm::tsm2_tuning_from(std::getenv)), true);
+  (void)tuned;
   return ctx;
 }
 

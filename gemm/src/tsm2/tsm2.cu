@@ -28,7 +28,7 @@
 //  * Passes over columns (cols > t2) are neighbouring blocks (pass is the fastest grid index), so the
 //    second read of a stripe of A mostly hits L2.
 //  * t1 is picked per (device, type, layout, vector path, shape) by a short timed trial on the first
-//    call (the paper's Alg. 5), writing only to the workspace; SKINNY_TSM2_NO_TRIAL=1 disables it. The
+//    call (the paper's Alg. 5), writing only to the workspace; Tsm2Tuning::trial = false disables it. The
 //    trial also times the kernels of the shape and, for each, the splits of plans_at. At 16 columns per
 //    pass on column-major A it times the same kernel on half-width vectors too (half the accumulators).
 //    For double A a kernel on the FMA pipes must beat the tensor cores by kFp64FmaMargin (its speed
@@ -57,7 +57,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -462,47 +461,6 @@ KernelInfo pick_cm_tf32_kernel() { return info_cm_mma<float, CmMath::tf32x3, 2>(
 /// columns were not measured with them (the FFMA kernel reads at 92.8-93.8 % there at n = 10240).
 constexpr std::int64_t kMinCmMmaCols = 3, kMaxCmMmaCols = 16;
 
-/// Overrides for tuning experiments on the device (scripts/tsm2-tune.sh); all unset in normal use.
-///   SKINNY_TSM2_T1=n          only this t1, for the kernels whose launch bound allows it
-///   SKINNY_TSM2_SPLIT=n       this split of the inner dimension (rounded to whole B chunks)
-///   SKINNY_TSM2_PARTIAL_CAP=f cap on partial-sum traffic as a fraction of bytes(A)
-///   SKINNY_TSM2_MAX_T2=n      at most n columns per pass (more passes, re-reads of A from L2)
-///   SKINNY_TSM2_RM_KERNEL=k   row-major A on one kernel only: the tensor cores (mma), the FFMA kernel
-///                             (ffma) or, for <= 8 columns, the row-at-a-time kernel (stream)
-///   SKINNY_TSM2_CM_KERNEL=k   column-major A (16-byte path) on one kernel only: DMMA (dmma),
-///                             3xTF32 (tf32: float; DMMA for double), both any width, or the FFMA
-///                             kernel (ffma)
-///   SKINNY_TSM2_SPLIT_RULE=lean  only the splits of lean waves where they differ from the wave-filling
-///                             one (plans_at), so that tests without a trial run them
-///   SKINNY_TSM2_VERBOSE=1     print each new plan (Tsm2Plan::describe) and the trial's median per candidate to stderr
-struct Tuning {
-  int t1 = 0, split = 0, max_t2 = 0;
-  double partial_cap = 0;
-  std::string rm_kernel;  ///< "", "mma", "ffma" or "stream"
-  std::string cm_kernel;  ///< "", "dmma", "tf32" or "ffma"
-  bool lean_only = false;
-  bool verbose = false;
-};
-const Tuning& tuning() {
-  static const Tuning t = [] {
-    Tuning r;
-    auto num = [](const char* name) { const char* e = std::getenv(name); return e && *e ? std::atof(e) : 0.0; };
-    r.t1 = static_cast<int>(num("SKINNY_TSM2_T1"));
-    r.split = static_cast<int>(num("SKINNY_TSM2_SPLIT"));
-    r.partial_cap = num("SKINNY_TSM2_PARTIAL_CAP");
-    r.max_t2 = static_cast<int>(num("SKINNY_TSM2_MAX_T2"));
-    const char* rk = std::getenv("SKINNY_TSM2_RM_KERNEL");
-    r.rm_kernel = rk ? rk : "";
-    const char* ck = std::getenv("SKINNY_TSM2_CM_KERNEL");
-    r.cm_kernel = ck ? ck : "";
-    const char* rule = std::getenv("SKINNY_TSM2_SPLIT_RULE");
-    r.lean_only = rule != nullptr && std::strcmp(rule, "lean") == 0;
-    r.verbose = num("SKINNY_TSM2_VERBOSE") != 0;
-    return r;
-  }();
-  return t;
-}
-
 /// The instantiated set: per type and layout, t2 in {4, 8, 16, 32} on the 16-byte path and {8, 32}
 /// on the scalar fallback (24 main kernels; the reductions: 16-byte and element-wise per type). `t2` is
 /// rounded up to the set.
@@ -613,9 +571,10 @@ struct Shape {
 constexpr double kLeanBlocksPerSm[] = {2.5, 5.0};
 
 /// The plans for kernel k at t1, one per distinct split: the wave-filling one first, then those of the
-/// lean waves whose grid the rows alone do not overflow (only those with SKINNY_TSM2_SPLIT_RULE=lean,
+/// lean waves whose grid the rows alone do not overflow (only those with Tsm2SplitRule::lean,
 /// where there are any). Empty when the kernel cannot run at t1.
-std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev) {
+std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, const DeviceFacts& dev,
+                               const Tsm2Tuning& tu) {
   Tsm2Plan p;
   const std::size_t smem = k.smem(t1);
   if (smem > dev.smem_optin) return {};
@@ -644,7 +603,7 @@ std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, cons
   // chunks per split.
   const double a_bytes = static_cast<double>(s.rows) * s.inner * s.elem_bytes;
   const double partial_per_split = 2.0 * s.rows * s.cols * s.elem_bytes;
-  const double cap_fraction = tuning().partial_cap > 0 ? tuning().partial_cap : kMaxPartialFraction;
+  const double cap_fraction = tu.partial_cap > 0 ? tu.partial_cap : kMaxPartialFraction;
   const auto traffic_cap = static_cast<std::int64_t>(cap_fraction * a_bytes / partial_per_split);
   const std::int64_t inner = std::max<std::int64_t>(s.inner, 1);
   const std::int64_t min_split = k.max_chunk > 0 ? ceil_div(inner, k.max_chunk) : 1;
@@ -660,8 +619,7 @@ std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, cons
   };
   p.grid_x = blocks_per_split;
   auto with_split = [&](std::int64_t split) {
-    if (tuning().split > 0)
-      split = std::max(min_split, std::min<std::int64_t>(tuning().split, ceil_div(inner, k.kc)));
+    if (tu.split > 0) split = std::max(min_split, std::min<std::int64_t>(tu.split, ceil_div(inner, k.kc)));
     Tsm2Plan q = p;
     q.inner_per_split = chunk_for(split);
     split = splits_of(split);
@@ -688,23 +646,23 @@ std::vector<Tsm2Plan> plans_at(const KernelInfo& k, int t1, const Shape& s, cons
     if (std::none_of(plans.begin(), plans.end(), [&](const Tsm2Plan& r) { return r.split == q.split; }))
       plans.push_back(q);
   }
-  if (tuning().lean_only && plans.size() > 1) plans.erase(plans.begin());
+  if (tu.split_rule == Tsm2SplitRule::lean && plans.size() > 1) plans.erase(plans.begin());
   return plans;
 }
 
 /// Kernel k's t1 candidates in trial order (the first is the no-trial choice): 512 as well where its
-/// launch bound allows it. SKINNY_TSM2_T1 leaves one, for the kernels that can run it.
-std::vector<int> t1_candidates(const KernelInfo& k) {
+/// launch bound allows it. Tsm2Tuning::t1 leaves one, for the kernels that can run it.
+std::vector<int> t1_candidates(const KernelInfo& k, const Tsm2Tuning& tu) {
   cudaFuncAttributes attr{};
   SKINNY_CUDA_TRY(cudaFuncGetAttributes(&attr, k.fn));
   const int max_t1 = attr.maxThreadsPerBlock;  // the launch bound the kernel was compiled with
-  if (tuning().t1 > 0 && tuning().t1 <= max_t1) return {tuning().t1};
+  if (tu.t1 > 0 && tu.t1 <= max_t1) return {tu.t1};
   std::vector<int> t1s = k.row_major ? std::vector<int>{128, 64, 256} : std::vector<int>{64, 128, 256};
   if (max_t1 >= 512) t1s.push_back(512);
   return t1s;
 }
 
-using PlanKey = std::tuple<int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t>;
+using PlanKey = std::tuple<int, int, bool, bool, std::int64_t, std::int64_t, std::int64_t, std::string>;
 
 /// A shape's plan and the kernel it runs, kept after the first call: a cached call goes straight to
 /// the launch (the planning queries the occupancy of every candidate, which cost ~15 us of host time
@@ -718,11 +676,6 @@ std::map<PlanKey, ChosenPlan>& plan_cache() {
   return cache;
 }
 
-bool trial_disabled() {
-  const char* e = std::getenv("SKINNY_TSM2_NO_TRIAL");
-  return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
-}
-
 /// The 16-byte path needs A 16-byte aligned and lda a multiple of the vector.
 template <class T>
 bool can_vectorize(const TallSkinny<T>& t) {
@@ -733,7 +686,7 @@ bool can_vectorize(const TallSkinny<T>& t) {
 template <class T>
 PlanKey key_of(const TallSkinny<T>& t, const Context& ctx) {
   return PlanKey{ctx.device(), static_cast<int>(sizeof(T)), t.a_layout == Layout::row_major, can_vectorize(t),
-                 t.rows, t.inner, t.cols};
+                 t.rows, t.inner, t.cols, ctx.tsm2_tuning().key()};
 }
 
 /// The cached choice for this key, if the shape was launched before.
@@ -764,6 +717,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   pr.shape = Shape{t.rows, t.inner, t.cols, static_cast<int>(sizeof(T)), rm, vec};
   pr.key = key_of(t, ctx);
   const DeviceFacts& dev = device_facts(ctx);
+  const Tsm2Tuning& tu = ctx.tsm2_tuning();
 
   // The model's t2 (columns per pass) mapped up to the instantiated set; its t3 is reported only: the
   // kernels' loads in flight are set by their cp.async rings, not by registers.
@@ -778,7 +732,7 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
     } catch (const std::exception&) {
     }
   }
-  if (tuning().max_t2 > 0) t2 = std::min(t2, tuning().max_t2);
+  if (tu.max_t2 > 0) t2 = std::min(t2, tu.max_t2);
   // Row-major A has up to three kernels and the trial times them all. Measured on the H100, the tensor
   // cores win on the K-means shape (k = 16: double 98 %, float 96 % against the FFMA kernel's 87 %;
   // elsewhere the trial decides); with <= 8 columns the row-at-a-time kernel reads A in longer runs.
@@ -787,36 +741,35 @@ Prepared<T> prepare(const Problem& prob, Context& ctx) {
   // row-major double, else the FFMA kernel (no B image to build for small problems).
   std::vector<KernelInfo> kernels{pick_kernel<T>(rm, vec, t2)};
   if (!rm && vec && kernels[0].t2 == 16) kernels.push_back(pick_narrow_kernel<T>());
-  const std::string& cm_only = tuning().cm_kernel;
-  if (!rm && vec && dev.tensor_cores && cm_only != "ffma") {
+  const Tsm2ColMajorKernel cm_only = tu.col_major_kernel;
+  if (!rm && vec && dev.tensor_cores && cm_only != Tsm2ColMajorKernel::ffma) {
     std::vector<KernelInfo> mma{pick_cm_dmma_kernel<T>(t.cols)};
     if (std::is_same_v<T, float>) mma.push_back(pick_cm_tf32_kernel());
-    if (cm_only == "dmma")
+    if (cm_only == Tsm2ColMajorKernel::dmma)
       kernels = {mma[0]};
-    else if (cm_only == "tf32")
+    else if (cm_only == Tsm2ColMajorKernel::tf32)
       kernels = {mma.back()};  // double: DMMA
     else if (t.cols >= kMinCmMmaCols && t.cols <= kMaxCmMmaCols)
       kernels.insert(kernels.end(), mma.begin(), mma.end());
   }
-  const std::string& only = tuning().rm_kernel;
-  if (rm && vec && dev.tensor_cores && only != "ffma" && only != "stream") {
-    const KernelInfo mma =
-        pick_mma_kernel<T>(tuning().max_t2 > 0 ? std::min<std::int64_t>(t.cols, tuning().max_t2) : t.cols);
-    if (only == "mma")
+  const Tsm2RowMajorKernel only = tu.row_major_kernel;
+  if (rm && vec && dev.tensor_cores && only != Tsm2RowMajorKernel::ffma && only != Tsm2RowMajorKernel::stream) {
+    const KernelInfo mma = pick_mma_kernel<T>(tu.max_t2 > 0 ? std::min<std::int64_t>(t.cols, tu.max_t2) : t.cols);
+    if (only == Tsm2RowMajorKernel::mma)
       kernels = {mma};
     else
       kernels.insert(sizeof(T) == 8 ? kernels.begin() : kernels.end(), mma);
   }
-  if (rm && vec && t.cols <= kMaxStreamCols && only != "ffma" && only != "mma") {
+  if (rm && vec && t.cols <= kMaxStreamCols && only != Tsm2RowMajorKernel::ffma && only != Tsm2RowMajorKernel::mma) {
     const KernelInfo stream = pick_stream_kernel<T>(t.cols);
-    if (only == "stream")
+    if (only == Tsm2RowMajorKernel::stream)
       kernels = {stream};
     else
       kernels.push_back(stream);
   }
   for (const KernelInfo& k : kernels)
-    for (int t1 : t1_candidates(k))
-      for (Tsm2Plan& p : plans_at(k, t1, pr.shape, dev)) {
+    for (int t1 : t1_candidates(k, tu))
+      for (Tsm2Plan& p : plans_at(k, t1, pr.shape, dev, tu)) {
         p.model_t2 = pr.model_t2;
         p.model_t3 = pr.model_t3;
         pr.candidates.push_back(ChosenPlan{p, k});
@@ -947,7 +900,7 @@ std::size_t trial(const Prepared<T>& pr, Context& ctx) {
   for (std::size_t i = 0; i < pr.candidates.size(); ++i) {
     if (std::is_same_v<T, double> && tensor_candidate && !pr.candidates[i].kernel.tensor_cores)
       score[i] *= 1 + kFp64FmaMargin;
-    if (tuning().verbose)
+    if (ctx.tsm2_tuning().verbose)
       std::fprintf(stderr, "  trial, median of %d: %.4f ms (score %.4f) %s\n", rounds, median_ms[i], score[i],
                    pr.candidates[i].plan.describe().c_str());
   }
@@ -968,14 +921,14 @@ ChosenPlan choose_plan(const Problem& prob, Context& ctx) {
   const TallSkinny<T>& t = pr.t;
   ChosenPlan chosen = pr.candidates[0];
   const double a_bytes = static_cast<double>(t.rows) * t.inner * sizeof(T);
-  if (pr.candidates.size() > 1 && !trial_disabled() && a_bytes >= kTrialMinBytes) {
+  if (pr.candidates.size() > 1 && ctx.tsm2_tuning().trial && a_bytes >= kTrialMinBytes) {
     chosen = pr.candidates[trial(pr, ctx)];
     chosen.plan.from_trial = true;
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   // A concurrent first call may have won; both keep its choice.
   const auto [it, inserted] = plan_cache().emplace(pr.key, chosen);
-  if (inserted && tuning().verbose)
+  if (inserted && ctx.tsm2_tuning().verbose)
     std::fprintf(stderr, "%lld x %lld x %lld: %s\n", static_cast<long long>(t.rows), static_cast<long long>(t.inner),
                  static_cast<long long>(t.cols), chosen.plan.describe().c_str());
   return it->second;

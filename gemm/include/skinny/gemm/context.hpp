@@ -3,6 +3,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <skinny/gemm/tsm2_tuning.hpp>
 
 #include <cstddef>
 
@@ -28,6 +29,9 @@ class Context {
   void* workspace(std::size_t bytes);
   /// Waits for all work queued on stream().
   void synchronize() const;
+  /// How TSM2 plans the shapes launched through this Context (defaults: the library's own choice).
+  const gemm::Tsm2Tuning& tsm2_tuning() const noexcept { return tsm2_tuning_; }
+  void set_tsm2_tuning(const gemm::Tsm2Tuning& tuning) { tsm2_tuning_ = tuning; }
 
  private:
   cudaStream_t stream_ = nullptr;
@@ -36,6 +40,7 @@ class Context {
   cublasHandle_t cublas_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
+  gemm::Tsm2Tuning tsm2_tuning_;
 };
 
 /// Number of CUDA devices visible, 0 when there is no driver or no device (never throws).

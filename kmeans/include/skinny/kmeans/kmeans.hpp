@@ -1,6 +1,6 @@
 // Lloyd K-means on the GPU with the distance trick ||x||^2 + ||c||^2 - 2 x.c, the cross term through the
 // gemm library's backend (cuBLAS or ours), deterministic from the seed (within a process; across
-// processes when TSM2's timed plan choice is fixed with SKINNY_TSM2_NO_TRIAL=1, see README).
+// processes when TSM2's timed plan choice is turned off: Context::set_tsm2_tuning with trial = false).
 //
 //   skinny::Context ctx(stream);
 //   skinny::kmeans::Params p;  p.k = 16;  p.backend = skinny::gemm::Algo::tsm2;
@@ -55,7 +55,10 @@ struct Params {
 /// GPU time of each iteration and of each of its phases: distances (the GEMMs X C^T), argmin (nearest
 /// centroid, inertia, counts), update (centroid sums and means, empty clusters, shift).
 struct PhaseTiming {
-  double init_ms = 0;  ///< norms, variance, the column-major copy of X and the initial centroids
+  double init_ms = 0;   ///< norms, variance, the column-major copy of X and the initial centroids
+  /// One assignment before the first iteration: it plans the distance GEMM (TSM2 times its candidates
+  /// on a shape's first call in a process) and loads the kernels, so that no iteration carries them.
+  double setup_ms = 0;
   std::vector<double> iteration_ms, distances_iteration_ms, argmin_iteration_ms, update_iteration_ms;
 };
 
