@@ -6,8 +6,6 @@
 Reads every *.json in RESULTS_DIR, keeps the newest file (by its "date") of each benchmark and precision,
 and writes one PNG per figure. Each figure's title names the device and the date the numbers were measured.
 """
-import glob
-import json
 import math
 import os
 import sys
@@ -17,28 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def load_newest(results_dir):
-    """{(benchmark, variant): json} keeping the newest date for each key."""
-    newest = {}
-    for path in sorted(glob.glob(os.path.join(results_dir, "**", "*.json"), recursive=True)):
-        with open(path) as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot.py: {path}: not JSON ({e})")
-        if "experiment" in data:  # tuning runs with overrides are kept as records, not plotted
-            continue
-        variant = data.get("precision", data.get("variant", ""))
-        if data.get("benchmark") == "kmeans":  # one file per run: keyed by everything that varies
-            variant = (variant, data["n"], data["d"], data["k"], data["backend"], "compare" in data)
-        if data.get("benchmark") == "tsm2-bench" and any(r["algo"] == "tsm2_v0" for r in data["results"]):
-            variant = "ablation"  # kept apart: a later run without the ablation must not hide it
-        key = (data.get("benchmark", "?"), variant)
-        if key not in newest or data.get("date", "") > newest[key].get("date", ""):
-            data["_path"] = path
-            newest[key] = data
-    return newest
+from newest import load_newest, tsm2_rows  # noqa: E402
 
 
 def subtitle(data):
@@ -74,17 +51,6 @@ def plot_ladder(data, figures_dir):
     ax.set_title(f'GEMM ladder, {data["precision"]} (dashed: cuBLAS at each size)\n{subtitle(data)}', fontsize=10)
     ax.legend(title="m = n = k", fontsize=8)
     save(fig, figures_dir, f'ladder_{data["precision"]}.png')
-
-
-def tsm2_rows(data, algo, precision, layout="col_major", grid=True):
-    out = {}
-    for r in data["results"]:
-        if r["algo"] != algo or r["precision"] != precision or r["a_layout"] != layout:
-            continue
-        if grid != (r["rows"] == r["inner"]) or not (r.get("supported") and r.get("check_passed")):
-            continue
-        out[(r["rows"], r["k"])] = r
-    return out
 
 
 def plot_tsm2(data, figures_dir):

@@ -61,21 +61,32 @@ if [[ $skip != *" kmeans "* ]]; then
     step "kmeans_many_clusters_$b" "$apps/kmeans" --n 1048576 --d 128 --k 1024 --iters 20 --tol 0 \
       --backend $b --json "$out/json/kmeans_many_clusters_$b.json"
   done
-  {
-    echo "K-means end to end, median ms per iteration (d = 4096, k = 16, 100 iterations):"
-    printf '%-7s %7s %9s %9s %8s\n' prec n tsm2 cublas speedup
-    for p in float double; do
-      for n in 1024 4096 16384 65536 262144; do
-        t=$(grep -o 'median [0-9.]* ms' "$out/logs/kmeans_${p}_${n}_tsm2.log" | awk '{print $2}')
-        c=$(grep -o 'median [0-9.]* ms' "$out/logs/kmeans_${p}_${n}_cublas.log" | awk '{print $2}')
-        printf '%-7s %7s %9s %9s %8s\n' $p $n "${t:-?}" "${c:-?}" "$(awk -v t="${t:-0}" -v c="${c:-0}" 'BEGIN{if (t > 0) printf "%.2fx", c / t; else print "?"}')"
-      done
-    done
-    grep -h -A20 "^end to end" "$out/logs/kmeans_main_compare_float.log" | head -18
-    for b in auto cublas; do
-      echo "many clusters (1048576 x 128, k = 1024), $b: $(grep -h -o 'median [0-9.]* ms per iteration.*' "$out/logs/kmeans_many_clusters_$b.log")"
-    done
-  } >>"$summary"
+  # The README's main command exactly as written there (its per-iteration median must match the
+  # --iters 100 --tol 0 run above).
+  step kmeans_readme_main "$apps/kmeans" --n 262144 --k 16 --backend tsm2 --json "$out/json/kmeans_readme_main.json"
+  python3 - "$out/json" >>"$summary" <<'PY'
+import json, pathlib, sys
+j = pathlib.Path(sys.argv[1])
+def ms(name):
+    f = j / f"{name}.json"
+    return json.loads(f.read_text())["median_iteration_ms"] if f.exists() else float("nan")
+print("K-means end to end, median ms per iteration (d = 4096, k = 16, 100 iterations):")
+print(f"{'prec':7} {'n':>7} {'tsm2':>9} {'cublas':>9} {'speedup':>8}")
+for p in ("float", "double"):
+    for n in (1024, 4096, 16384, 65536, 262144):
+        t, c = ms(f"kmeans_{p}_{n}_tsm2"), ms(f"kmeans_{p}_{n}_cublas")
+        print(f"{p:7} {n:7} {t:9.3f} {c:9.3f} {c / t:7.2f}x")
+readme, fixed = ms("kmeans_readme_main"), ms("kmeans_float_262144_tsm2")
+print(f"README main command: {readme:.3f} ms per iteration; --iters 100 --tol 0: {fixed:.3f} ms ({readme / fixed:.3f}x)")
+for p in ("float", "double"):
+    f = j / f"kmeans_main_compare_{p}.json"
+    if f.exists():
+        runs = json.loads(f.read_text())["compare"]
+        print(f"main job --compare, {p}: " + ", ".join(
+            f"{r['backend']} {r['median_iteration_ms']:.3f}" for r in runs if r["supported"]))
+for b in ("auto", "cublas"):
+    print(f"many clusters (1048576 x 128, k = 1024), {b}: {ms('kmeans_many_clusters_' + b):.3f} ms per iteration")
+PY
 fi
 
 if [[ $skip != *" abft "* ]] && [ -x "$apps/abft-encode" ]; then

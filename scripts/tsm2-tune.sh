@@ -2,7 +2,7 @@
 # TSM2 tuning experiments on a GPU machine, in one call:
 #   scripts/tsm2-tune.sh OUTDIR [build]
 # builds (unless a build exists and "build" is not given), runs the TSM2 tests, the baseline tsm2-bench,
-# then sweeps the planner/kernel overrides (SKINNY_TSM2_* in gemm/src/tsm2/tsm2.cu) over the shapes
+# then sweeps the planner/kernel overrides (SKINNY_TSM2_*, gemm/include/skinny/gemm/tsm2_tuning.hpp) over the shapes
 # that fall short, and profiles the worst ones with ncu. Prints one line per configuration last.
 set -uo pipefail
 out=${1:?usage: scripts/tsm2-tune.sh OUTDIR}
