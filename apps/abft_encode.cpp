@@ -61,7 +61,8 @@ std::vector<Row> bench_size(Context& ctx, const EncodeOptions& o, std::int64_t m
                             const HostData<T>* input) {
   const std::int64_t nbc = abft::blocks(n, o.density), nbr = abft::blocks(m, o.density);
   require_gpu_memory(double(m) * double(n) * sizeof(T) * 1.05 + 4.0 * (m * nbc + n * nbr) * sizeof(T),
-                     std::to_string(m) + " x " + std::to_string(n) + " " + o.common.precision, "; pass a smaller --size");
+                     std::to_string(m) + " x " + std::to_string(n) + " " + o.common.precision,
+                     memory_advice(o.common, input ? "a smaller matrix (it must fit in GPU memory)" : "a smaller --size"));
   DeviceBuffer<T> a(static_cast<std::size_t>(m * n));
   if (input) {  // the file is row-major: A(i, j) = values[i * cols + j]; store it column-major
     std::vector<T> cm(static_cast<std::size_t>(m * n));

@@ -56,7 +56,7 @@ template <class T>
 int run_typed(const CampaignOptions& o) {
   const std::int64_t n = o.size;
   require_gpu_memory(7.0 * double(n) * double(n) * sizeof(T), "a protected " + std::to_string(n) + "^2 GEMM",
-                     "; pass a smaller --size");
+                     memory_advice(o.common, "a smaller --size"));
   const CudaStream stream;
   Context ctx(stream);
   apply_environment_tuning(ctx);

@@ -146,22 +146,11 @@ Run summarise(const std::string& backend, const kmeans::Result<T>& r) {
   return run;
 }
 
-/// Advice for a problem too large for the GPU: only what would help this run.
-std::string memory_advice(const KmeansOptions& o, bool synthetic) {
-  std::vector<std::string> ways;
-  if (o.common.precision == "double") ways.push_back("--precision float (half the memory)");
-  if (synthetic) ways.push_back("a smaller --n or --d");
-  else ways.push_back("fewer points (the data must fit in GPU memory)");
-  std::string advice = "; use " + ways[0];
-  for (std::size_t i = 1; i < ways.size(); ++i) advice += " or " + ways[i];
-  return advice;
-}
-
 template <class T>
 int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   const bool synthetic = !in.data;
   require_gpu_memory(device_bytes<T>(o), "k-means on " + std::to_string(o.n) + " x " + std::to_string(o.d) + " " + o.common.precision,
-                     memory_advice(o, synthetic));
+                     memory_advice(o.common, synthetic ? "a smaller --n or --d" : "fewer points (the data must fit in GPU memory)"));
   const CudaStream stream;
   Context ctx(stream);
   apply_environment_tuning(ctx);

@@ -62,6 +62,10 @@ int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, 
 
 void apply_environment_tuning(Context& ctx) { ctx.set_tsm2_tuning(gemm::tsm2_tuning_from(std::getenv)); }
 
+std::string memory_advice(const CommonOptions& options, const std::string& smaller) {
+  return options.precision == "double" ? "; use --precision float (half the memory) or " + smaller : "; use " + smaller;
+}
+
 void require_gpu_memory(double bytes, const std::string& what, const std::string& advice) {
   std::size_t free_bytes = 0, total_bytes = 0;
   SKINNY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));

@@ -38,6 +38,10 @@ int run_app(CLI::App& app, int argc, char** argv, const CommonOptions& options, 
 /// the programs' override for experiments; the library reads no environment. run_app checks them first.
 void apply_environment_tuning(Context& ctx);
 
+/// The advice of require_gpu_memory for a run that is too large: "; use <smaller>", and --precision float
+/// first when the run is in double (only what would help this run).
+std::string memory_advice(const CommonOptions& options, const std::string& smaller);
+
 /// Throws "<what> needs X GiB on the GPU but Y GiB are free<advice>" unless `bytes` fit in 95 % of
 /// the current device's free memory (checked before allocating, so the error is one clear line).
 void require_gpu_memory(double bytes, const std::string& what, const std::string& advice = "");
