@@ -2,15 +2,18 @@
 //   kmeans --n 262144 --k 16 --backend tsm2             the main job (d = 4096, float, 100 iterations)
 //   kmeans --input points.npy --k 8 --output-labels labels.npy --json result.json
 //   kmeans --n 65536 --k 16 --compare                   cuBLAS against every custom backend, end to end
+//   kmeans --input new.npy --predict centroids.npy --output-labels labels.npy   labels for given centroids
 #include "common/app_main.hpp"
 #include "common/matrix_io.hpp"
 #include "common/timing.hpp"
 
+#include <skinny/gemm/cuda_event.hpp>
 #include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -31,6 +34,7 @@ struct KmeansOptions {
   bool tol_given = false;         ///< without it, synthetic data runs all --iters (tol 0)
   std::string init = "k-means++";
   std::string init_centroids;     ///< file of k x d initial centroids (implies --init given)
+  std::string predict;            ///< file of k x d centroids: label the points by them instead of fitting
   std::string output_labels, output_centroids;
   bool compare = false;
   bool no_column_copy = false;
@@ -42,7 +46,7 @@ struct KmeansOptions {
 template <class T>
 struct Input {
   std::optional<HostData<T>> data;  ///< empty: synthetic blobs
-  std::vector<T> initial;           ///< given initial centroids
+  std::vector<T> initial;           ///< given initial centroids, or the centroids of --predict
 };
 
 void setup_kmeans(CLI::App& app, KmeansOptions& o) {
@@ -59,6 +63,9 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
       ->capture_default_str();
   app.add_option("--init", o.init, "Initial centroids")->check(CLI::IsMember({"k-means++", "kmeans++", "random"}))->capture_default_str();
   app.add_option("--init-centroids", o.init_centroids, "File of k x d initial centroids (.npy or .csv)");
+  app.add_option("--predict", o.predict,
+                 "Label the points by these k x d centroids (.npy or .csv, e.g. a fit's --output-centroids) "
+                 "instead of fitting; k comes from the file");
   app.add_option("--output-labels", o.output_labels, "Write the labels (.npy int32 or .csv)");
   app.add_option("--output-centroids", o.output_centroids, "Write the centroids (.npy or .csv)");
   app.add_flag("--no-column-copy", o.no_column_copy,
@@ -89,6 +96,16 @@ Input<T> read_input(KmeansOptions& o) {
     in.data = read_matrix<T>(o.input, ro);
     o.n = in.data->rows;
     o.d = in.data->cols;
+  }
+  if (!o.predict.empty()) {
+    if (!o.init_centroids.empty() || o.compare)
+      throw std::invalid_argument("--predict labels points by given centroids; it takes no --init-centroids or --compare");
+    const HostData<T> c = read_matrix<T>(o.predict);
+    if (c.cols != o.d)
+      throw std::invalid_argument(o.predict + ": centroids of " + std::to_string(c.cols) + " dimensions, the points have " +
+                                  std::to_string(o.d));
+    o.k = static_cast<int>(c.rows);
+    in.initial = c.values;
   }
   if (o.k > o.n)
     throw std::invalid_argument("--k " + std::to_string(o.k) + " is larger than the number of points (" +
@@ -146,6 +163,48 @@ Run summarise(const std::string& backend, const kmeans::Result<T>& r) {
   return run;
 }
 
+/// --predict: the label of each point for the given centroids, timed after a warm-up call (which plans
+/// the GEMM), written with --output-labels and --json.
+template <class T>
+int run_predict(Context& ctx, const KmeansOptions& o, const T* x, const std::vector<T>& centroids) {
+  const gemm::Algo backend = gemm::algo_from_name(o.backend);
+  const std::string method = kmeans::distance_method<T>(ctx, x, o.n, o.d, o.k, backend);
+  kmeans::predict<T>(ctx, x, o.n, o.d, centroids, o.k, backend);
+  CudaEvent start, stop;
+  start.record(ctx.stream());
+  const std::vector<std::int32_t> labels = kmeans::predict<T>(ctx, x, o.n, o.d, centroids, o.k, backend);
+  stop.record(ctx.stream());
+  const double ms = stop.ms_since(start);
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(o.k));
+  for (std::int32_t l : labels) ++sizes[static_cast<std::size_t>(l)];
+  std::printf("kmeans --predict on %s: %lld points x %lld dimensions, %s, k = %d from %s, distances through %s\n",
+              device_name().c_str(), static_cast<long long>(o.n), static_cast<long long>(o.d),
+              o.common.precision.c_str(), o.k, o.predict.c_str(), (o.backend == "auto" ? "auto -> " + method : o.backend).c_str());
+  std::printf("labels in %.3f ms (the centroids' copy to the GPU, the distances, the argmin, the labels' copy back); "
+              "largest cluster %lld points, smallest %lld\n",
+              ms, static_cast<long long>(*std::max_element(sizes.begin(), sizes.end())),
+              static_cast<long long>(*std::min_element(sizes.begin(), sizes.end())));
+  if (!o.output_labels.empty()) write_matrix(o.output_labels, labels.data(), o.n, 1);
+  if (!o.common.json.empty()) {
+    JsonWriter json;
+    json.begin_object().field("benchmark", "kmeans-predict").field("precision", o.common.precision);
+    write_environment(json);
+    json.field("n", o.n).field("d", o.d).field("k", o.k).field("backend", o.backend).field("centroids", o.predict)
+        .field("data", o.input.empty() ? "blobs" : o.input).field("predict_ms", ms);
+    json.key("cluster_sizes").begin_array();
+    for (std::int64_t c : sizes) json.value(c);
+    json.end_array();
+    if (o.n <= 100000) {
+      json.key("labels_").begin_array();
+      for (auto l : labels) json.value(int(l));
+      json.end_array();
+    }
+    json.end_object();
+    write_file_atomically(o.common.json, json.str());
+  }
+  return 0;
+}
+
 template <class T>
 int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   const bool synthetic = !in.data;
@@ -160,6 +219,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     truth = kmeans::make_blobs<T>(ctx, x.data(), o.n, o.d, o.k, o.common.seed).labels;
   else
     x.copy_from(in.data->values);
+
+  if (!o.predict.empty()) return run_predict<T>(ctx, o, x.data(), in.initial);
 
   kmeans::Params p;
   p.k = o.k;
