@@ -142,3 +142,14 @@ def shape_of(x: Any) -> tuple:
     if isinstance(x, np.ndarray):
         return x.shape
     return tuple(x.__cuda_array_interface__["shape"])
+
+
+def to_host(x: Any) -> Any:
+    """x as something np.asarray takes: CUDA arrays are copied to the host (small inputs: weights)."""
+    if not is_cuda_array(x):
+        return x
+    if _library(x) == "torch":
+        return x.detach().cpu().numpy()
+    if hasattr(x, "get"):  # CuPy
+        return x.get()
+    raise TypeError(f"cannot copy a {type(x).__name__} to the host; pass a NumPy array")

@@ -9,7 +9,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _skinny
-from ._arrays import check_array, float_dtype_of, shape_of
+from ._arrays import check_array, float_dtype_of, shape_of, to_host
 from ._base import BaseEstimator, ClusterMixin, NotFittedError, TransformerMixin, check_random_state
 
 _INITS = ("k-means++", "random")
@@ -196,7 +196,7 @@ def _check_uniform_weights(sample_weight: Any, n_samples: int) -> None:
     """None or equal weights (which do not change Lloyd's result); anything else is refused."""
     if sample_weight is None:
         return
-    w = np.asarray(sample_weight.get() if hasattr(sample_weight, "get") else sample_weight, dtype=np.float64)
+    w = np.asarray(to_host(sample_weight), dtype=np.float64)
     if w.ndim == 0:
         w = np.full(n_samples, float(w))
     if w.shape != (n_samples,):

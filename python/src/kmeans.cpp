@@ -114,12 +114,13 @@ nb::object sq_distances(const Matrix& x, const Matrix& centroids, const std::str
   const gemm::Algo algo = gemm::algo_from_name(backend);
   const auto n = static_cast<std::size_t>(x.shape(0)), k = static_cast<std::size_t>(centroids.shape(0));
   DeviceScope scope(x);
-  std::vector<T> host(n * k);
+  std::vector<T> host;
   {
     nb::gil_scoped_release no_gil;
+    DeviceBuffer<T> out(n * k);  // first: a result too large for the device fails before the host copy
+    host.resize(n * k);
     const DeviceMatrix<T> dx(x);
     Context ctx;
-    DeviceBuffer<T> out(n * k);
     kmeans::sq_distances<T>(ctx, dx.data(), dx.rows, dx.cols, c, static_cast<std::int64_t>(k), out.data(), algo);
     SKINNY_CUDA_TRY(cudaMemcpyAsync(host.data(), out.data(), out.bytes(), cudaMemcpyDeviceToHost, ctx.stream()));
     ctx.synchronize();
