@@ -14,6 +14,9 @@ void register_errors() {
     try {
       std::rethrow_exception(p);
     } catch (const CudaError& e) {
+      // A failed call leaves its (non-sticky) error as the runtime's last error, which the next launch
+      // check would report as its own: clear it, since this one is reported now.
+      cudaGetLastError();
       PyErr_SetString(e.code() == cudaErrorMemoryAllocation ? PyExc_MemoryError : PyExc_RuntimeError, e.what());
     } catch (const CublasError& e) {
       PyErr_SetString(e.status() == CUBLAS_STATUS_ALLOC_FAILED ? PyExc_MemoryError : PyExc_RuntimeError, e.what());
