@@ -1,0 +1,155 @@
+"""Input checks: one clear exception per problem. Host arrays are checked without touching the GPU
+(so that CI without a GPU exercises every check); CUDA arrays are described through
+``__cuda_array_interface__`` and handed to the C++ side through DLPack, without a copy when they are
+already C-contiguous float32/float64."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _skinny
+
+_KDL_CUDA = 2  # DLPack's device type of CUDA memory
+_FINITE_CHUNK = 1 << 24  # values per np.isfinite pass: bounds the temporary boolean array
+
+
+def is_cuda_array(x: Any) -> bool:
+    """Whether x lives in CUDA device memory (CuPy, PyTorch CUDA tensors, anything with DLPack/CAI)."""
+    device = getattr(x, "__dlpack_device__", None)
+    if device is not None:
+        try:
+            return int(device()[0]) == _KDL_CUDA
+        except Exception:
+            return False
+    return hasattr(type(x), "__cuda_array_interface__")
+
+
+def _library(x: Any) -> str:
+    return type(x).__module__.split(".")[0]
+
+
+def check_array(x: Any, name: str = "X") -> Any:
+    """A 2-D, non-empty, finite, C-contiguous float32/float64 array: a NumPy array for host input (a
+    copy when it had another layout or float dtype), or the CUDA array itself (converted on the device
+    by its own library when its dtype or layout is not one of those)."""
+    if is_cuda_array(x):
+        return _check_cuda(x, name)
+    if _library(x) == "scipy" or hasattr(x, "tocsr"):
+        raise TypeError(f"{name}: sparse matrices are not supported; pass a dense array")
+    a = np.asarray(x)
+    _check_shape(a.shape, name)
+    a = np.ascontiguousarray(a, dtype=_float_dtype(a.dtype, name))
+    _check_finite_host(a, name)
+    return a
+
+
+def _check_shape(shape: tuple, name: str) -> None:
+    if len(shape) != 2:
+        raise ValueError(f"{name}: expected a 2-D array (samples x features), got {len(shape)}-D with shape "
+                         f"{tuple(shape)}; reshape with .reshape(-1, 1) for one feature or .reshape(1, -1) "
+                         f"for one sample")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"{name}: empty array of shape {tuple(shape)}; need at least one sample and one feature")
+
+
+def _float_dtype(dtype: np.dtype, name: str) -> np.dtype:
+    """float32 and float64 stay; other floats become float32 (float16) or float64 (longdouble)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"{name}: dtype {dtype} is not supported; pass float32 or float64 data "
+                        f"(e.g. X.astype(np.float32))")
+    if dtype in (np.float32, np.float64):
+        return dtype
+    return np.dtype(np.float32) if dtype.itemsize < 4 else np.dtype(np.float64)
+
+
+def _check_finite_host(a: np.ndarray, name: str) -> None:
+    flat = a.reshape(-1)
+    for start in range(0, flat.size, _FINITE_CHUNK):
+        part = flat[start:start + _FINITE_CHUNK]
+        if not np.isfinite(part).all():
+            what = "NaN" if np.isnan(part).any() else "infinity"
+            raise ValueError(f"{name} contains {what}; K-means needs finite values")
+
+
+def _check_cuda(x: Any, name: str) -> Any:
+    try:
+        cai = x.__cuda_array_interface__
+    except AttributeError:
+        raise TypeError(f"{name}: CUDA arrays must provide __cuda_array_interface__ (CuPy, PyTorch); "
+                        f"got {type(x).__name__}") from None
+    shape = tuple(cai["shape"])
+    _check_shape(shape, name)
+    dtype = np.dtype(cai["typestr"])
+    want = _float_dtype(dtype, name)
+    if dtype != want or not _c_contiguous(shape, cai.get("strides"), dtype.itemsize):
+        x = _convert_on_device(x, want, name)
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(f"{name}: CUDA arrays must support DLPack (__dlpack__); got {type(x).__name__}")
+    synchronize_producer(x)
+    if _skinny.count_non_finite(x) > 0:
+        raise ValueError(f"{name} contains NaN or infinity; K-means needs finite values")
+    return x
+
+
+def _c_contiguous(shape: tuple, strides: Any, itemsize: int) -> bool:
+    if strides is None:
+        return True
+    expected = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def _convert_on_device(x: Any, dtype: np.dtype, name: str) -> Any:
+    """A C-contiguous copy of x in `dtype`, made on the GPU by x's own library."""
+    library = _library(x)
+    if library == "cupy":
+        import cupy
+        return cupy.ascontiguousarray(x, dtype=dtype)
+    if library == "torch":
+        import torch
+        return x.to(getattr(torch, dtype.name)).contiguous()
+    raise TypeError(f"{name}: a {type(x).__name__} must be C-contiguous float32 or float64 (skinny converts only "
+                    f"CuPy arrays and PyTorch tensors)")
+
+
+def synchronize_producer(x: Any) -> None:
+    """Waits for the work queued on x's library's current stream: skinny runs on the legacy default
+    stream, which is not ordered after non-blocking streams (PyTorch's side streams, CuPy's Stream)."""
+    library = _library(x)
+    if library == "cupy":
+        import cupy
+        with cupy.cuda.Device(x.device.id):
+            cupy.cuda.get_current_stream().synchronize()
+    elif library == "torch":
+        import torch
+        torch.cuda.current_stream(x.device).synchronize()
+
+
+def float_dtype_of(x: Any) -> np.dtype:
+    """The NumPy dtype of a checked array (host or CUDA)."""
+    if isinstance(x, np.ndarray):
+        return x.dtype
+    return np.dtype(x.__cuda_array_interface__["typestr"])
+
+
+def shape_of(x: Any) -> tuple:
+    if isinstance(x, np.ndarray):
+        return x.shape
+    return tuple(x.__cuda_array_interface__["shape"])
+
+
+def to_host(x: Any) -> Any:
+    """x as something np.asarray takes: CUDA arrays are copied to the host (small inputs: weights)."""
+    if not is_cuda_array(x):
+        return x
+    if _library(x) == "torch":
+        return x.detach().cpu().numpy()
+    if hasattr(x, "get"):  # CuPy
+        return x.get()
+    raise TypeError(f"cannot copy a {type(x).__name__} to the host; pass a NumPy array")

@@ -1,0 +1,88 @@
+// Arrays across the boundary. Host (NumPy) arrays are copied to the device; CUDA arrays (DLPack: CuPy,
+// PyTorch) are used in place. The Python layer (python/skinny/_arrays.py) has already checked the
+// shape, the dtype (float32 or float64) and the layout (C order), so these helpers only dispatch.
+#pragma once
+
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/errors.hpp>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <vector>
+
+namespace skinny::python {
+
+namespace nb = nanobind;
+
+/// A 2-D C-contiguous array of any dtype, on the host or a CUDA device.
+using Matrix = nb::ndarray<nb::ndim<2>, nb::c_contig>;
+
+inline bool on_cuda(const Matrix& a) { return a.device_type() == nb::device::cuda::value; }
+
+template <class T>
+bool holds(const Matrix& a) {
+  return a.dtype() == nb::dtype<T>();
+}
+
+/// Makes a CUDA array's device the current one for this scope (host arrays: leaves the current one),
+/// so that a CuPy array on device 1 is worked on by device 1.
+class DeviceScope {
+ public:
+  explicit DeviceScope(const Matrix& a) {
+    SKINNY_CUDA_TRY(cudaGetDevice(&previous_));
+    if (on_cuda(a) && a.device_id() != previous_) SKINNY_CUDA_TRY(cudaSetDevice(a.device_id()));
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }  // never throw from a destructor
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// The rows x cols matrix on the device: the CUDA array itself (no copy), or a copy of a host array.
+template <class T>
+class DeviceMatrix {
+ public:
+  explicit DeviceMatrix(const Matrix& a)
+      : rows(static_cast<std::int64_t>(a.shape(0))), cols(static_cast<std::int64_t>(a.shape(1))) {
+    if (!holds<T>(a)) throw std::invalid_argument("internal: array dtype does not match the dispatch");
+    if (on_cuda(a)) {
+      data_ = static_cast<const T*>(a.data());
+    } else {
+      copy_ = DeviceBuffer<T>(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+      SKINNY_CUDA_TRY(cudaMemcpy(copy_.data(), a.data(), copy_.bytes(), cudaMemcpyHostToDevice));
+      data_ = copy_.data();
+    }
+  }
+  const T* data() const noexcept { return data_; }
+  const std::int64_t rows, cols;
+
+ private:
+  DeviceBuffer<T> copy_;
+  const T* data_ = nullptr;
+};
+
+/// The values of a host array (centroids), row-major.
+template <class T>
+std::vector<T> host_values(const Matrix& a) {
+  if (on_cuda(a) || !holds<T>(a)) throw std::invalid_argument("internal: expected a host array of the data's dtype");
+  const T* p = static_cast<const T*>(a.data());
+  return std::vector<T>(p, p + a.size());
+}
+
+/// A NumPy array that owns `values` (no copy).
+template <class T>
+nb::object to_numpy(std::vector<T> values, std::initializer_list<std::size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::cast(nb::ndarray<nb::numpy, T>(owned->data(), shape.size(), shape.begin(), owner));
+}
+
+}  // namespace skinny::python

@@ -1,0 +1,187 @@
+// K-means bindings: fit (with restarts), predict, squared distances and the finiteness check. The GIL is
+// released while the GPU works; results come back as NumPy arrays.
+#include "arrays.hpp"
+#include "bindings.hpp"
+
+#include <skinny/gemm/context.hpp>
+#include <skinny/kmeans/distances.hpp>
+#include <skinny/kmeans/finite.hpp>
+#include <skinny/kmeans/kmeans.hpp>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace skinny::python {
+namespace {
+
+/// fit's arguments, as the Python layer passes them (already checked there; C++ checks them again).
+struct FitArgs {
+  int k = 8;
+  std::string init;  ///< "k-means++", "random" or "given"
+  std::optional<Matrix> init_centroids;
+  int max_iter = 300;
+  double tol = 1e-4;
+  std::vector<std::uint64_t> seeds;  ///< one run per seed (n_init); the lowest inertia wins
+  std::string backend;
+  bool column_copy = true;
+  nb::object progress;  ///< None, or called as progress(iteration, inertia, shift, ms)
+};
+
+kmeans::Init init_from_name(const std::string& name) {
+  if (name == "k-means++") return kmeans::Init::kmeans_plus_plus;
+  if (name == "random") return kmeans::Init::random;
+  if (name == "given") return kmeans::Init::given;
+  throw std::invalid_argument("unknown init '" + name + "' (valid: k-means++, random, given)");
+}
+
+template <class T>
+nb::dict fit(const Matrix& x, const FitArgs& a) {
+  if (a.seeds.empty()) throw std::invalid_argument("fit: need at least one seed (n_init >= 1)");
+  kmeans::Params p;
+  p.k = a.k;
+  p.init = init_from_name(a.init);
+  p.max_iter = a.max_iter;
+  p.tol = a.tol;
+  p.backend = gemm::algo_from_name(a.backend);
+  p.column_copy = a.column_copy;
+  if (!a.progress.is_none()) {
+    nb::object progress = a.progress;
+    p.progress = [progress](const kmeans::IterationInfo& i) {
+      nb::gil_scoped_acquire gil;  // called from fit, which runs without the GIL
+      progress(i.iteration, i.inertia, i.shift, i.ms);
+    };
+  }
+  const std::vector<T> initial = a.init_centroids ? host_values<T>(*a.init_centroids) : std::vector<T>{};
+
+  DeviceScope scope(x);
+  kmeans::Result<T> best;
+  std::uint64_t best_seed = 0;
+  {
+    nb::gil_scoped_release no_gil;
+    const DeviceMatrix<T> dx(x);  // one copy of host data for all the restarts
+    Context ctx;  // the legacy default stream: ordered after the work of CuPy's and PyTorch's default streams
+    for (std::size_t run = 0; run < a.seeds.size(); ++run) {
+      p.seed = a.seeds[run];
+      kmeans::Result<T> r = kmeans::fit<T>(ctx, dx.data(), dx.rows, dx.cols, p, initial);
+      if (run == 0 || r.inertia < best.inertia) {
+        best = std::move(r);
+        best_seed = p.seed;
+      }
+    }
+  }
+  nb::dict out;
+  const auto n = static_cast<std::size_t>(best.labels.size());
+  out["cluster_centers"] = to_numpy(std::move(best.centroids), {std::size_t(best.k), std::size_t(best.d)});
+  out["labels"] = to_numpy(std::move(best.labels), {n});
+  out["inertia"] = best.inertia;
+  out["n_iter"] = best.n_iter;
+  out["converged"] = best.converged;
+  out["column_copy"] = best.column_copy;
+  out["seed"] = best_seed;
+  out["init_ms"] = best.timing.init_ms;
+  out["iteration_ms"] = best.timing.iteration_ms;
+  out["distances_ms"] = best.timing.distances_iteration_ms;
+  out["argmin_ms"] = best.timing.argmin_iteration_ms;
+  out["update_ms"] = best.timing.update_iteration_ms;
+  return out;
+}
+
+template <class T>
+nb::object predict(const Matrix& x, const Matrix& centroids, const std::string& backend) {
+  const std::vector<T> c = host_values<T>(centroids);
+  const gemm::Algo algo = gemm::algo_from_name(backend);
+  DeviceScope scope(x);
+  std::vector<std::int32_t> labels;
+  {
+    nb::gil_scoped_release no_gil;
+    const DeviceMatrix<T> dx(x);
+    Context ctx;
+    labels = kmeans::predict<T>(ctx, dx.data(), dx.rows, dx.cols, c, static_cast<std::int64_t>(centroids.shape(0)), algo);
+  }
+  const std::size_t n = labels.size();
+  return to_numpy(std::move(labels), {n});
+}
+
+template <class T>
+nb::object sq_distances(const Matrix& x, const Matrix& centroids, const std::string& backend) {
+  const std::vector<T> c = host_values<T>(centroids);
+  const gemm::Algo algo = gemm::algo_from_name(backend);
+  const auto n = static_cast<std::size_t>(x.shape(0)), k = static_cast<std::size_t>(centroids.shape(0));
+  DeviceScope scope(x);
+  std::vector<T> host;
+  {
+    nb::gil_scoped_release no_gil;
+    DeviceBuffer<T> out(n * k);  // first: a result too large for the device fails before the host copy
+    host.resize(n * k);
+    const DeviceMatrix<T> dx(x);
+    Context ctx;
+    kmeans::sq_distances<T>(ctx, dx.data(), dx.rows, dx.cols, c, static_cast<std::int64_t>(k), out.data(), algo);
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(host.data(), out.data(), out.bytes(), cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.synchronize();
+  }
+  return to_numpy(std::move(host), {n, k});
+}
+
+template <class T>
+std::int64_t count_non_finite(const Matrix& x) {
+  DeviceScope scope(x);
+  nb::gil_scoped_release no_gil;
+  Context ctx;
+  return kmeans::count_non_finite<T>(ctx, static_cast<const T*>(x.data()), static_cast<std::int64_t>(x.size()));
+}
+
+/// Calls f<float> or f<double> by the dtype of x (the Python layer allows only these two).
+template <class F32, class F64>
+auto by_dtype(const Matrix& x, F32 f32, F64 f64) {
+  if (holds<float>(x)) return f32();
+  if (holds<double>(x)) return f64();
+  throw nb::type_error("skinny: expected a float32 or float64 array");
+}
+
+}  // namespace
+
+void bind_kmeans(nb::module_& m) {
+  m.def(
+      "kmeans_fit",
+      [](const Matrix& x, int k, const std::string& init, std::optional<Matrix> init_centroids, int max_iter,
+         double tol, std::vector<std::uint64_t> seeds, const std::string& backend, bool column_copy,
+         nb::object progress) {
+        const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, std::move(seeds), backend, column_copy,
+                        std::move(progress)};
+        return by_dtype(x, [&] { return fit<float>(x, a); }, [&] { return fit<double>(x, a); });
+      },
+      nb::arg("x").noconvert(), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(), nb::arg("max_iter"),
+      nb::arg("tol"), nb::arg("seeds"), nb::arg("backend"), nb::arg("column_copy"), nb::arg("progress").none(),
+      "Lloyd K-means, one run per seed, the lowest inertia kept. Returns a dict of the result.");
+  m.def(
+      "kmeans_predict",
+      [](const Matrix& x, const Matrix& centroids, const std::string& backend) {
+        return by_dtype(x, [&] { return predict<float>(x, centroids, backend); },
+                        [&] { return predict<double>(x, centroids, backend); });
+      },
+      nb::arg("x").noconvert(), nb::arg("centroids").noconvert(), nb::arg("backend"),
+      "Index of the nearest centroid of each row of x (int32).");
+  m.def(
+      "kmeans_sq_distances",
+      [](const Matrix& x, const Matrix& centroids, const std::string& backend) {
+        return by_dtype(x, [&] { return sq_distances<float>(x, centroids, backend); },
+                        [&] { return sq_distances<double>(x, centroids, backend); });
+      },
+      nb::arg("x").noconvert(), nb::arg("centroids").noconvert(), nb::arg("backend"),
+      "Squared Euclidean distances (n x k) of the rows of x to the centroids.");
+  m.def(
+      "count_non_finite",
+      [](const Matrix& x) {
+        if (!on_cuda(x)) throw std::invalid_argument("count_non_finite: expected a CUDA array");
+        return by_dtype(x, [&] { return count_non_finite<float>(x); }, [&] { return count_non_finite<double>(x); });
+      },
+      nb::arg("x").noconvert(), "Number of NaN or infinite values in a CUDA array.");
+}
+
+}  // namespace skinny::python

@@ -1,0 +1,227 @@
+"""K-means on the GPU against scikit-learn's Lloyd and NumPy references. Skipped ("no CUDA device")
+without a GPU; see conftest.py."""
+
+import numpy as np
+import pytest
+
+import skinny
+
+pytestmark = pytest.mark.gpu
+sklearn_cluster = pytest.importorskip("sklearn.cluster")
+sklearn_datasets = pytest.importorskip("sklearn.datasets")
+from sklearn.metrics import adjusted_rand_score  # noqa: E402
+
+DATASETS = {"iris": (sklearn_datasets.load_iris, 3), "wine": (sklearn_datasets.load_wine, 3),
+            "digits": (sklearn_datasets.load_digits, 10), "breast_cancer": (sklearn_datasets.load_breast_cancer, 2)}
+
+
+def dataset(name, dtype=np.float64):
+    loader, k = DATASETS[name]
+    return np.ascontiguousarray(loader().data, dtype=dtype), k
+
+
+def sklearn_lloyd(X, init):
+    """scikit-learn's Lloyd from the same centres, to its fixed point (tol = 0)."""
+    return sklearn_cluster.KMeans(n_clusters=len(init), init=init, n_init=1, algorithm="lloyd", tol=0,
+                                  max_iter=300).fit(X)
+
+
+def not_tied(X, centres, rel=1e-9):
+    """Points whose nearest and second-nearest centres differ by more than rounding."""
+    d2 = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+    d2.sort(axis=1)
+    return d2[:, 1] - d2[:, 0] > rel * (1 + (X ** 2).sum(axis=1))
+
+
+def reference_sq_distances(X, centres):
+    return ((X[:, None, :].astype(np.float64) - centres[None, :, :].astype(np.float64)) ** 2).sum(axis=2)
+
+
+def assert_same_clustering(ours, theirs, X):
+    scale = np.abs(X).max()
+    np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=1e-7, atol=1e-10 * scale)
+    free = not_tied(X, theirs.cluster_centers_)
+    assert free.mean() > 0.95
+    np.testing.assert_array_equal(ours.labels_[free], theirs.labels_[free])
+    assert ours.inertia_ == pytest.approx(theirs.inertia_, rel=1e-8)
+
+
+@pytest.mark.parametrize("backend", ["auto", "cublas"])
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_matches_sklearn_lloyd_in_float64(name, backend):
+    X, k = dataset(name)
+    init, _ = sklearn_cluster.kmeans_plusplus(X, k, random_state=0)
+    ours = skinny.KMeans(k, init=init, tol=0, max_iter=300, backend=backend).fit(X)
+    assert ours.cluster_centers_.dtype == np.float64 and ours.labels_.shape == (len(X),)
+    assert ours.n_features_in_ == X.shape[1] and ours.n_iter_ == 300 and len(ours.iteration_ms_) == 300
+    assert_same_clustering(ours, sklearn_lloyd(X, init), X)
+
+
+@pytest.mark.parametrize("backend", skinny.algorithms())
+def test_every_backend_that_can_do_the_shape_matches_sklearn(backend):
+    X, k = dataset("iris")
+    init, _ = sklearn_cluster.kmeans_plusplus(X, k, random_state=1)
+    try:
+        ours = skinny.KMeans(k, init=init, tol=0, max_iter=100, backend=backend).fit(X)
+    except ValueError as e:  # the library's can_implement refusal, translated
+        pytest.skip(f"{backend} cannot do this problem: {e}")
+    assert_same_clustering(ours, sklearn_lloyd(X, init), X)
+
+
+def test_float32_blobs_match_sklearn_and_the_truth():
+    X, truth = sklearn_datasets.make_blobs(n_samples=5000, centers=8, n_features=32, random_state=0)
+    X = X.astype(np.float32)
+    init, _ = sklearn_cluster.kmeans_plusplus(X, 8, random_state=0)
+    ours = skinny.KMeans(8, init=init).fit(X)
+    theirs = sklearn_cluster.KMeans(8, init=init, n_init=1, algorithm="lloyd").fit(X)
+    assert ours.cluster_centers_.dtype == np.float32
+    np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=1e-4, atol=1e-4)
+    assert adjusted_rand_score(truth, ours.labels_) == 1.0
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_library_initialisations_find_separated_blobs(init):
+    X, truth = sklearn_datasets.make_blobs(n_samples=3000, centers=5, n_features=8, random_state=2)
+    km = skinny.KMeans(5, init=init, n_init=5, random_state=0).fit(X)
+    assert adjusted_rand_score(truth, km.labels_) == 1.0
+    again = skinny.KMeans(5, init=init, n_init=5, random_state=0).fit(X)
+    np.testing.assert_array_equal(km.labels_, again.labels_)  # deterministic from random_state
+
+
+def test_n_init_keeps_the_lowest_inertia():
+    X, k = dataset("digits")
+    seeds = [11, 22, 33, 44, 55]
+    runs = [skinny._skinny.kmeans_fit(X, k, "random", None, 50, 1e-4, [s], "auto", True, None) for s in seeds]
+    best = skinny._skinny.kmeans_fit(X, k, "random", None, 50, 1e-4, seeds, "auto", True, None)
+    inertias = [r["inertia"] for r in runs]
+    assert best["inertia"] == min(inertias)
+    assert best["seed"] == seeds[int(np.argmin(inertias))]
+    np.testing.assert_array_equal(best["labels"], runs[int(np.argmin(inertias))]["labels"])
+    # The estimator: the first seed of n_init=5 is the seed of n_init=1 (same random_state).
+    one = skinny.KMeans(k, init="random", n_init=1, random_state=3).fit(X)
+    five = skinny.KMeans(k, init="random", n_init=5, random_state=3).fit(X)
+    assert five.inertia_ <= one.inertia_
+
+
+def test_given_init_with_n_init_warns_and_runs_once():
+    X, k = dataset("iris")
+    init, _ = sklearn_cluster.kmeans_plusplus(X, k, random_state=0)
+    with pytest.warns(RuntimeWarning, match="only one init"):
+        skinny.KMeans(k, init=init, n_init=3).fit(X)
+
+
+def test_predict_transform_score_against_numpy():
+    X, k = dataset("digits")
+    km = skinny.KMeans(k, random_state=0).fit(X)
+    C = km.cluster_centers_
+    d2 = reference_sq_distances(X, C)
+    scale = (X ** 2).sum(axis=1).max()
+    np.testing.assert_allclose(km.transform(X) ** 2, d2, rtol=1e-9, atol=1e-9 * scale)
+    np.testing.assert_allclose(km.transform(X), np.sqrt(d2), rtol=1e-6, atol=1e-5)
+    free = not_tied(X, C)
+    np.testing.assert_array_equal(km.predict(X)[free], d2.argmin(axis=1)[free])
+    np.testing.assert_array_equal(km.predict(X), km.labels_)
+    assert km.score(X) == pytest.approx(-d2.min(axis=1).sum(), rel=1e-9)
+    assert km.score(X) == pytest.approx(-km.inertia_, rel=1e-9)
+    # New data of the other precision: the centres follow X's dtype.
+    Y = X[:100].astype(np.float32)
+    assert km.predict(Y).dtype == np.int32 and km.transform(Y).dtype == np.float32
+    free32 = not_tied(X[:100], C, rel=1e-4)  # float32 rounding decides closer calls
+    np.testing.assert_array_equal(km.predict(Y)[free32], d2[:100].argmin(axis=1)[free32])
+
+
+def test_fit_predict_and_fit_transform():
+    X, k = dataset("wine")
+    km = skinny.KMeans(k, random_state=0)
+    labels = km.fit_predict(X)
+    np.testing.assert_array_equal(labels, km.labels_)
+    distances = skinny.KMeans(k, random_state=0).fit_transform(X)
+    assert distances.shape == (len(X), k)
+    np.testing.assert_array_equal(distances.argmin(axis=1)[not_tied(X, km.cluster_centers_)],
+                                  labels[not_tied(X, km.cluster_centers_)])
+
+
+def test_uniform_sample_weight_changes_nothing():
+    X, k = dataset("iris")
+    a = skinny.KMeans(k, random_state=0).fit(X)
+    b = skinny.KMeans(k, random_state=0).fit(X, sample_weight=np.full(len(X), 2.5))
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+def test_verbose_prints_each_iteration(capsys):
+    X, k = dataset("iris")
+    km = skinny.KMeans(k, random_state=0, verbose=True).fit(X)
+    out = capsys.readouterr().out
+    assert out.count("Iteration ") == km.n_iter_
+
+
+def test_non_uniform_float_dtypes_are_converted():
+    X, k = dataset("iris")
+    km = skinny.KMeans(k, random_state=0).fit(X.astype(np.float16))
+    assert km.cluster_centers_.dtype == np.float32
+
+
+def test_backend_that_cannot_do_the_shape_is_a_value_error_with_the_reason():
+    X, k = dataset("iris")
+    with pytest.raises(ValueError, match="wmma"):
+        skinny.KMeans(k, backend="wmma").fit(X)  # tensor-core WMMA takes half inputs, not float64
+
+
+def test_out_of_device_memory_is_memory_error():
+    km = skinny.KMeans(1 << 17)
+    km.cluster_centers_ = np.zeros((1 << 17, 1))
+    km.n_features_in_ = 1
+    with pytest.raises(MemoryError, match="cudaErrorMemoryAllocation"):
+        km.transform(np.zeros((1 << 20, 1)))  # 2^37 distances: 1 TiB
+    X, k = dataset("iris")  # and the device still works afterwards
+    skinny.KMeans(k, random_state=0).fit(X)
+
+
+# ------------------------------------------------------------------------ device arrays (no copies)
+
+def _same_as_numpy(X_device, X_host, k=10):
+    ref = skinny.KMeans(k, random_state=0).fit(X_host)
+    dev = skinny.KMeans(k, random_state=0).fit(X_device)
+    np.testing.assert_array_equal(dev.labels_, ref.labels_)
+    np.testing.assert_array_equal(dev.cluster_centers_, ref.cluster_centers_)
+    assert dev.inertia_ == ref.inertia_
+    assert isinstance(dev.labels_, np.ndarray) and isinstance(dev.cluster_centers_, np.ndarray)
+    np.testing.assert_array_equal(dev.predict(X_device), ref.predict(X_host))
+    np.testing.assert_array_equal(dev.transform(X_device), ref.transform(X_host))
+    assert dev.score(X_device) == ref.score(X_host)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cupy_input_gives_the_numpy_result(dtype):
+    cupy = pytest.importorskip("cupy")
+    X, k = dataset("digits", dtype)
+    _same_as_numpy(cupy.asarray(X), X, k)
+    _same_as_numpy(cupy.asfortranarray(cupy.asarray(X)), X, k)  # converted on the device
+
+
+def test_cupy_float16_and_non_finite():
+    cupy = pytest.importorskip("cupy")
+    X, k = dataset("iris")
+    X16 = X.astype(np.float16)
+    _same_as_numpy(cupy.asarray(X16), X16, k)
+    bad = cupy.asarray(X)
+    bad[3, 2] = cupy.nan
+    with pytest.raises(ValueError, match="NaN"):
+        skinny.KMeans(k).fit(bad)
+    with pytest.raises(TypeError):
+        skinny.KMeans(k).fit(cupy.ones((10, 2), dtype=cupy.int32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torch_cuda_input_gives_the_numpy_result(dtype):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    X, k = dataset("digits", np.dtype(dtype))
+    _same_as_numpy(torch.from_numpy(X).cuda(), X, k)
+    _same_as_numpy(torch.from_numpy(X).cuda().t().contiguous().t(), X, k)  # column-major: converted
+    bad = torch.from_numpy(X).cuda()
+    bad[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="infinity"):
+        skinny.KMeans(k).fit(bad)
