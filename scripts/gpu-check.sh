@@ -4,7 +4,7 @@
 # configures a Release build for the local GPU, builds with every core, runs every test, runs
 # compute-sanitizer memcheck on the GPU tests, runs the benchmarks, writes logs and JSON to OUTDIR
 # and prints a short table last. Environment knobs (for quick iterations):
-#   SKINNY_STEPS="build test bench memcheck racecheck"   steps to run (default: all)
+#   SKINNY_STEPS="build test python bench memcheck racecheck"   steps to run (default: all)
 #   RUN_ALL_SKIP="ladder tsm2 kmeans abft"      benchmark parts to skip (bench/run-all.sh)
 #   SKINNY_MEMCHECK_FILTER                      gtest filter for memcheck of gemm_gpu_tests; by default all but
 #                                               the paper's TSM2 V0/V1 (global-memory only, minutes under memcheck);
@@ -18,7 +18,7 @@ out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
-steps=${SKINNY_STEPS:-"build test bench memcheck racecheck"}
+steps=${SKINNY_STEPS:-"build test python bench memcheck racecheck"}
 build=build/gpu-check
 declare -A status
 
@@ -35,6 +35,15 @@ if has test; then
   ctest --test-dir "$build" --output-on-failure -j 3 >"$out/ctest.log" 2>&1
   status[test]=$?
   grep -E "tests passed|tests failed|Skipped|\*\*\*Failed" "$out/ctest.log" | tail -15
+fi
+
+if has python; then
+  # The Python package into the current Python (pip install . for this GPU), its pytest suite, the main job.
+  { CUDAARCHS=native CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" python3 -m pip install --no-build-isolation -v . &&
+    python3 -m pytest tests/python -q -rs &&
+    python3 python/examples/main_job.py; } >"$out/python.log" 2>&1
+  status[python]=$?
+  grep -E "passed|failed|error|ms per iteration|Error" "$out/python.log" | tail -12
 fi
 
 if has bench; then
@@ -92,7 +101,7 @@ echo
 echo "== gpu-check on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 printf '%-10s %s\n' step result
 failed=0
-for s in build test bench memcheck racecheck; do
+for s in build test python bench memcheck racecheck; do
   [ -n "${status[$s]+x}" ] || continue
   if [ "${status[$s]}" -eq 0 ]; then r=ok; else r="FAILED (exit ${status[$s]})"; failed=1; fi
   printf '%-10s %s\n' "$s" "$r"
