@@ -8,7 +8,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace skinny::kmeans::detail {
@@ -28,6 +31,19 @@ void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, T* out, cudaStream
 /// Mean over features of the population variance of each column of x (two passes, double).
 template <class T>
 double mean_feature_variance(const T* x, std::int64_t n, std::int64_t d, cudaStream_t stream);
+
+/// Throws std::invalid_argument unless the host centroids `c` hold k x d finite values (fit's given
+/// centroids, predict's and sq_distances' centroids).
+template <class T>
+void check_centroids(const std::vector<T>& c, std::int64_t k, std::int64_t d) {
+  if (static_cast<std::int64_t>(c.size()) != k * d)
+    throw std::invalid_argument("kmeans: centroids hold " + std::to_string(c.size()) + " values, need k x d = " +
+                                std::to_string(k) + " x " + std::to_string(d));
+  for (std::size_t i = 0; i < c.size(); ++i)
+    if (!std::isfinite(static_cast<double>(c[i])))
+      throw std::invalid_argument("kmeans: centroid " + std::to_string(i / std::size_t(d)) +
+                                  " has a non-finite value at dimension " + std::to_string(i % std::size_t(d)));
+}
 
 /// Rows of X per distance chunk: the chunk's cross terms (rows x k) stay within ~32 MiB, so the
 /// argmin reads them from L2 and the full n x k matrix is never written when it would not fit there.

@@ -6,7 +6,6 @@
 #include <skinny/kmeans/distances.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -36,11 +35,7 @@ void sq_distances(Context& ctx, const T* x, std::int64_t n, std::int64_t d, cons
   if (n < 1 || d < 1 || k < 1)
     throw std::invalid_argument("sq_distances: need n, d, k >= 1 (got n = " + std::to_string(n) + ", d = " +
                                 std::to_string(d) + ", k = " + std::to_string(k) + ")");
-  if (static_cast<std::int64_t>(centroids.size()) != k * d)
-    throw std::invalid_argument("sq_distances: centroids hold " + std::to_string(centroids.size()) +
-                                " values, need k x d = " + std::to_string(k) + " x " + std::to_string(d));
-  for (const T v : centroids)
-    if (!std::isfinite(static_cast<double>(v))) throw std::invalid_argument("sq_distances: non-finite centroid value");
+  detail::check_centroids(centroids, k, d);
 
   const cudaStream_t stream = ctx.stream();
   DeviceBuffer<T> c(centroids), xnorm(static_cast<std::size_t>(n)), cnorm(static_cast<std::size_t>(k));

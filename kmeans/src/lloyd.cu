@@ -52,17 +52,6 @@ void check_params(const Params& p) {
     throw std::invalid_argument("kmeans: tol = " + std::to_string(p.tol) + " must be finite and >= 0");
 }
 
-template <class T>
-void check_given(const std::vector<T>& c, std::int64_t k, std::int64_t d) {
-  if (static_cast<std::int64_t>(c.size()) != k * d)
-    throw std::invalid_argument("kmeans: given initial centroids hold " + std::to_string(c.size()) +
-                                " values, need k x d = " + std::to_string(k) + " x " + std::to_string(d));
-  for (std::size_t i = 0; i < c.size(); ++i)
-    if (!std::isfinite(static_cast<double>(c[i])))
-      throw std::invalid_argument("kmeans: given initial centroid " + std::to_string(i / std::size_t(d)) +
-                                  " has a non-finite value at dimension " + std::to_string(i % std::size_t(d)));
-}
-
 /// From this many clusters on, Algo::automatic computes distances and argmin in one fused tensor-core
 /// kernel (gemm::nearest): the cross term is then compute bound, and the n x k distances need not be
 /// written and read back.
@@ -180,7 +169,7 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
   const std::int64_t k = params.k;
   check_shape(x, n, d, k, params.backend);
   check_params(params);
-  if (params.init == Init::given) check_given(initial_centroids, k, d);
+  if (params.init == Init::given) detail::check_centroids(initial_centroids, k, d);
 
   const cudaStream_t stream = ctx.stream();
   Result<T> result;
@@ -266,7 +255,7 @@ template <class T>
 std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std::int64_t d,
                                   const std::vector<T>& centroids, std::int64_t k, gemm::Algo backend) {
   check_shape(x, n, d, k, backend);
-  check_given(centroids, k, d);
+  detail::check_centroids(centroids, k, d);
   const cudaStream_t stream = ctx.stream();
   DeviceBuffer<T> xnorm(static_cast<std::size_t>(n)), mindist(static_cast<std::size_t>(n)), c(centroids),
       cnorm(static_cast<std::size_t>(k));
