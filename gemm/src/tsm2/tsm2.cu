@@ -686,7 +686,7 @@ bool can_vectorize(const TallSkinny<T>& t) {
 template <class T>
 PlanKey key_of(const TallSkinny<T>& t, const Context& ctx) {
   return PlanKey{ctx.device(), static_cast<int>(sizeof(T)), t.a_layout == Layout::row_major, can_vectorize(t),
-                 t.rows, t.inner, t.cols, ctx.tsm2_tuning().key()};
+                 t.rows, t.inner, t.cols, ctx.tsm2_tuning_key()};
 }
 
 /// The cached choice for this key, if the shape was launched before.

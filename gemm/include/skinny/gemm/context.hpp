@@ -6,6 +6,7 @@
 #include <skinny/gemm/tsm2_tuning.hpp>
 
 #include <cstddef>
+#include <string>
 
 namespace skinny {
 
@@ -31,7 +32,12 @@ class Context {
   void synchronize() const;
   /// How TSM2 plans the shapes launched through this Context (defaults: the library's own choice).
   const gemm::Tsm2Tuning& tsm2_tuning() const noexcept { return tsm2_tuning_; }
-  void set_tsm2_tuning(const gemm::Tsm2Tuning& tuning) { tsm2_tuning_ = tuning; }
+  void set_tsm2_tuning(const gemm::Tsm2Tuning& tuning) {
+    tsm2_tuning_ = tuning;
+    tsm2_tuning_key_ = tuning.key();
+  }
+  /// tsm2_tuning().key(), kept so that a launch, which looks its plan up by it, does not rebuild it.
+  const std::string& tsm2_tuning_key() const noexcept { return tsm2_tuning_key_; }
 
  private:
   cudaStream_t stream_ = nullptr;
@@ -41,6 +47,7 @@ class Context {
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   gemm::Tsm2Tuning tsm2_tuning_;
+  std::string tsm2_tuning_key_ = gemm::Tsm2Tuning{}.key();
 };
 
 /// Number of CUDA devices visible, 0 when there is no driver or no device (never throws).
