@@ -34,6 +34,8 @@ struct KmeansOptions {
   bool tol_given = false;         ///< without it, synthetic data runs all --iters (tol 0)
   std::string init = "k-means++";
   std::string init_centroids;     ///< file of k x d initial centroids (implies --init given)
+  std::string sample_weight;      ///< file of n weights (.npy 1-D or n x 1, .csv); empty: 1 each
+  int n_init = 1;
   std::string predict;            ///< file of k x d centroids: label the points by them instead of fitting
   std::string output_labels, output_centroids;
   bool compare = false;
@@ -47,6 +49,7 @@ template <class T>
 struct Input {
   std::optional<HostData<T>> data;  ///< empty: synthetic blobs
   std::vector<T> initial;           ///< given initial centroids, or the centroids of --predict
+  std::vector<double> weights;      ///< --sample-weight, or empty
 };
 
 void setup_kmeans(CLI::App& app, KmeansOptions& o) {
@@ -58,11 +61,15 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_option("--backend", o.backend, "GEMM for the distances")->check(CLI::IsMember(gemm::algo_names()))->capture_default_str();
   app.add_option("--iters", o.iters, "Lloyd iterations at most")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--tol", o.tol,
-                 "Stop when the squared centroid shift <= tol x mean feature variance (0: run all --iters); "
-                 "synthetic data runs all --iters unless --tol is given")
+                 "Stop when the squared centroid shift <= tol x mean feature variance, or when an iteration changes "
+                 "no label (any tol); synthetic data runs all --iters unless --tol is given")
       ->capture_default_str();
   app.add_option("--init", o.init, "Initial centroids")->check(CLI::IsMember({"k-means++", "kmeans++", "random"}))->capture_default_str();
   app.add_option("--init-centroids", o.init_centroids, "File of k x d initial centroids (.npy or .csv)");
+  app.add_option("--n-init", o.n_init, "Runs from different seeds; the lowest inertia is kept (one with --init-centroids)")
+      ->check(CLI::Range(1, 1000))->capture_default_str();
+  app.add_option("--sample-weight", o.sample_weight,
+                 "File of one weight > 0 per point (.npy 1-D or n x 1, .csv): weighted means and inertia");
   app.add_option("--predict", o.predict,
                  "Label the points by these k x d centroids (.npy or .csv, e.g. a fit's --output-centroids) "
                  "instead of fitting; k comes from the file");
@@ -116,6 +123,18 @@ Input<T> read_input(KmeansOptions& o) {
       throw std::invalid_argument(o.init_centroids + ": holds " + std::to_string(c.rows) + " x " + std::to_string(c.cols) +
                                   " centroids, need k x d = " + std::to_string(o.k) + " x " + std::to_string(o.d));
     in.initial = c.values;
+  }
+  if (!o.sample_weight.empty()) {
+    if (!o.predict.empty()) throw std::invalid_argument("--predict takes no --sample-weight");
+    const HostData<double> w = read_matrix<double>(o.sample_weight);
+    if (w.cols != 1 || w.rows != o.n)
+      throw std::invalid_argument(o.sample_weight + ": holds " + std::to_string(w.rows) + " x " + std::to_string(w.cols) +
+                                  " values, need one weight per point (" + std::to_string(o.n) + ")");
+    for (std::size_t i = 0; i < w.values.size(); ++i)
+      if (!(w.values[i] > 0))
+        throw std::invalid_argument(o.sample_weight + ": weight " + std::to_string(w.values[i]) + " at row " +
+                                    std::to_string(i) + " must be > 0");
+    in.weights = w.values;
   }
   for (const std::string* path : {&o.output_labels, &o.output_centroids})
     if (!path->empty()) {
@@ -230,6 +249,9 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   p.seed = o.common.seed;
   p.backend = gemm::algo_from_name(o.backend);
   p.column_copy = !o.no_column_copy;
+  p.n_init = o.n_init;
+  // Synthetic data runs all --iters (a steady median time per iteration) unless --tol is given.
+  p.stop_when_stable = !synthetic || o.tol_given;
   const std::string method = kmeans::distance_method<T>(ctx, x.data(), o.n, o.d, o.k, p.backend);
   const std::string resolved = o.backend == "auto" ? "auto -> " + method : o.backend;
   std::printf("kmeans on %s: %lld points x %lld dimensions, %s, k = %d, distances through %s, %s\n",
@@ -241,7 +263,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     p.progress = [](const kmeans::IterationInfo& i) {
       std::printf("  iter %4d  inertia %.6e  shift %.3e  %.3f ms\n", i.iteration, i.inertia, i.shift, i.ms);
     };
-  const kmeans::Result<T> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial);
+  const kmeans::Result<T> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
   const Run main_run = summarise(o.backend, r);
 
   std::vector<Run> compared;
@@ -257,7 +279,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
       cp.backend = algo;
       Run run;
       try {
-        const kmeans::Result<T> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial);
+        const kmeans::Result<T> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial, in.weights);
         run = summarise(name, rr);
         if (reference_labels.empty()) reference_labels = rr.labels;  // cuBLAS comes first in the registry
         for (std::size_t i = 0; i < rr.labels.size(); ++i) run.labels_differ += rr.labels[i] != reference_labels[i];
@@ -276,12 +298,11 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   if (o.compare && compared[0].supported)
     std::printf("; cuBLAS %.3f ms: %.2fx", compared[0].median_ms, compared[0].median_ms / main_run.median_ms);
   std::printf("\n");
-  std::printf("%d iterations, %s; inertia %.9e\n", r.n_iter,
-              r.converged ? "converged (--tol)"
-              : o.tol == 0 ? (synthetic && !o.tol_given ? "all --iters (synthetic data: give --tol to stop at convergence)"
-                                                         : "all --iters (tol 0)")
-                           : "stopped at --iters before converging",
-              r.inertia);
+  std::printf("%d iterations, %s; inertia %.9e%s\n", r.n_iter,
+              r.converged ? "converged (--tol, or an iteration changed no label)"
+              : synthetic && !o.tol_given ? "all --iters (synthetic data: give --tol to stop at convergence)"
+                                          : "stopped at --iters before converging",
+              r.inertia, o.n_init > 1 && o.init_centroids.empty() ? (" (best of " + std::to_string(o.n_init) + " runs)").c_str() : "");
   std::printf("set-up, not in the iteration times: init %.1f ms (%s%s), first assignment %.1f ms (plans the GEMM, "
               "loads the kernels)\n",
               r.timing.init_ms, o.init_centroids.empty() ? o.init.c_str() : "given centroids",
@@ -315,7 +336,9 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     write_environment(json);
     json.field("n", o.n).field("d", o.d).field("k", o.k).field("backend", o.backend).field("backend_resolved", resolved)
         .field("init", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
-        .field("max_iter", o.iters).field("data", synthetic ? "blobs" : o.input);
+        .field("max_iter", o.iters).field("n_init", o.n_init).field("seed_of_best_run", r.seed)
+        .field("sample_weight", o.sample_weight.empty() ? "none" : o.sample_weight)
+        .field("data", synthetic ? "blobs" : o.input);
     json.field("inertia_", r.inertia).field("n_iter_", r.n_iter).field("converged", r.converged)
         .field("column_copy", r.column_copy);
     if (synthetic) json.field("adjusted_rand_index", ari);

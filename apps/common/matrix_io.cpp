@@ -125,10 +125,11 @@ NpyHeader parse_npy_header(const std::string& name, std::string_view dict) {
     if (digits == 0) fail(name, ".npy header: 'shape' holds something other than non-negative integers");
     dims.push_back(v);
   }
-  if (dims.size() != 2)
-    fail(name, ".npy array has " + std::to_string(dims.size()) + " dimension(s); need a 2-D array (rows x columns)");
+  if (dims.size() != 2 && dims.size() != 1)
+    fail(name, ".npy array has " + std::to_string(dims.size()) +
+                   " dimension(s); need a 2-D array (rows x columns) or a 1-D one (a column)");
   h.rows = dims[0];
-  h.cols = dims[1];
+  h.cols = dims.size() == 2 ? dims[1] : 1;
   return h;
 }
 

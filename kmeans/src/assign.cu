@@ -189,12 +189,14 @@ constexpr std::int64_t kSumPerBlock = 1 << 16;  ///< values per block of the fir
 /// then a fixed tree.
 template <class T>
 __global__ void __launch_bounds__(kSumThreads) block_sums_kernel(const T* __restrict__ values, std::int64_t count,
-                                                                 std::int64_t share, double* __restrict__ out) {
+                                                                 std::int64_t share, const double* __restrict__ weights,
+                                                                 double* __restrict__ out) {
   __shared__ double part[kSumThreads];
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * share;
   const std::int64_t end = min(count, begin + share);
   double s = 0;
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += kSumThreads) s += static_cast<double>(values[i]);
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += kSumThreads)
+    s += weights ? static_cast<double>(values[i]) * weights[i] : static_cast<double>(values[i]);
   part[threadIdx.x] = s;
   for (int half = kSumThreads / 2; half > 0; half /= 2) {
     __syncthreads();
@@ -213,7 +215,24 @@ __global__ void min_distance_kernel(double* __restrict__ d2, const T* __restrict
   d2[i] = first || v < d2[i] ? v : d2[i];
 }
 
+__global__ void count_changes_kernel(const std::int32_t* __restrict__ a, const std::int32_t* __restrict__ b,
+                                     std::int64_t n, unsigned long long* __restrict__ out) {
+  unsigned long long changed = 0;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    changed += a[i] != b[i];
+  for (int off = 16; off > 0; off >>= 1) changed += __shfl_xor_sync(0xffffffffu, changed, off);
+  if (threadIdx.x % 32 == 0 && changed != 0) atomicAdd(out, changed);
+}
+
 }  // namespace
+
+void count_changes(const std::int32_t* a, const std::int32_t* b, std::int64_t n, unsigned long long* out,
+                   cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 4LL * multiprocessors()));
+  count_changes_kernel<<<blocks, kThreads, 0, stream>>>(a, b, n, out);
+  SKINNY_CHECK_LAUNCH();
+}
 
 std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes) {
   const std::int64_t budget = std::int64_t(32) << 20;
@@ -286,24 +305,24 @@ double candidate_potential(const double* d2, const T* g, std::int64_t ldg, const
 }
 
 template <class T>
-void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream) {
+void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream, const double* weights) {
   const std::int64_t blocks = std::min<std::int64_t>(kSumScratch - 1, (count + kSumPerBlock - 1) / kSumPerBlock);
   if (blocks <= 1) {
-    block_sums_kernel<<<1, kSumThreads, 0, stream>>>(values, count, count, out);
+    block_sums_kernel<<<1, kSumThreads, 0, stream>>>(values, count, count, weights, out);
     SKINNY_CHECK_LAUNCH();
     return;
   }
   const std::int64_t share = (count + blocks - 1) / blocks;
-  block_sums_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(values, count, share, out + 1);
+  block_sums_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(values, count, share, weights, out + 1);
   SKINNY_CHECK_LAUNCH();
-  block_sums_kernel<<<1, kSumThreads, 0, stream>>>(out + 1, blocks, blocks, out);
+  block_sums_kernel<<<1, kSumThreads, 0, stream>>>(out + 1, blocks, blocks, static_cast<const double*>(nullptr), out);
   SKINNY_CHECK_LAUNCH();
 }
 
 template <class T>
-double sum(const T* values, std::int64_t count, cudaStream_t stream) {
+double sum(const T* values, std::int64_t count, cudaStream_t stream, const double* weights) {
   DeviceBuffer<double> out(kSumScratch);
-  sum_into(values, count, out.data(), stream);
+  sum_into(values, count, out.data(), stream, weights);
   double s = 0;
   SKINNY_CUDA_TRY(cudaMemcpyAsync(&s, out.data(), sizeof s, cudaMemcpyDeviceToHost, stream));
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -323,8 +342,8 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
   template double mean_feature_variance(const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
   template void argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int32_t*, T*, int*,       \
                        cudaStream_t);                                                                           \
-  template double sum(const T*, std::int64_t, cudaStream_t);                                                    \
-  template void sum_into(const T*, std::int64_t, double*, cudaStream_t);                                        \
+  template double sum(const T*, std::int64_t, cudaStream_t, const double*);                                     \
+  template void sum_into(const T*, std::int64_t, double*, cudaStream_t, const double*);                         \
   template void min_distance_update(double*, const T*, std::int64_t, const T*, T, std::int64_t, bool, cudaStream_t); \
   template double candidate_potential(const double*, const T*, std::int64_t, const T*, T, std::int64_t, cudaStream_t);
 SKINNY_KMEANS_ASSIGN(float)

@@ -61,10 +61,11 @@ void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, in
 
 /// Doubles of device memory sum_into needs at `out`.
 constexpr int kSumScratch = 257;
-/// out[0] = the sum of `count` values in double, queued on the stream without waiting: blocks sum fixed
-/// shares in a fixed order into out[1 ..], one block adds those (deterministic). `out` holds kSumScratch.
+/// out[0] = the sum of `count` values (times weights[i] when weights is non-null) in double, queued on
+/// the stream without waiting: blocks sum fixed shares in a fixed order into out[1 ..], one block adds
+/// those (deterministic). `out` holds kSumScratch.
 template <class T>
-void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream);
+void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream, const double* weights = nullptr);
 
 /// A sum_into whose result comes back through pinned memory, so the host need not wait for it now:
 /// queue() on a stream, value() once that stream has been synchronised.
@@ -72,8 +73,8 @@ class AsyncSum {
  public:
   AsyncSum() : scratch_(kSumScratch), host_(1) {}
   template <class T>
-  void queue(const T* values, std::int64_t count, cudaStream_t stream) {
-    sum_into(values, count, scratch_.data(), stream);
+  void queue(const T* values, std::int64_t count, cudaStream_t stream, const double* weights = nullptr) {
+    sum_into(values, count, scratch_.data(), stream, weights);
     host_.copy_from_device_async(scratch_.data(), stream);
   }
   double value() const { return host_[0]; }
@@ -83,9 +84,13 @@ class AsyncSum {
   PinnedBuffer<double> host_;
 };
 
-/// Sum of `count` values in double (deterministic).
+/// Sum of `count` values (times weights[i] when non-null) in double (deterministic). Waits for it.
 template <class T>
-double sum(const T* values, std::int64_t count, cudaStream_t stream);
+double sum(const T* values, std::int64_t count, cudaStream_t stream, const double* weights = nullptr);
+
+/// *out += the number of i < n with a[i] != b[i] (an integer atomic: the same in any order).
+void count_changes(const std::int32_t* a, const std::int32_t* b, std::int64_t n, unsigned long long* out,
+                   cudaStream_t stream);
 
 /// d2[i] = min(d2[i], ||x_i||^2 + ||c||^2 - 2 g[i * ldg]) clamped at 0 (k-means++: squared distances to the
 /// nearest centre chosen so far); `first` overwrites d2.
@@ -108,47 +113,64 @@ template <class T>
 void blobs(T* x, T* centers, std::int64_t n, std::int64_t d, int k, std::uint64_t seed, double stddev,
            double center_box, cudaStream_t stream);
 
-/// The centroid update of one iteration. Owns its device buffers; reused across iterations.
+/// The centroid update of one iteration. Owns its device buffers; reused across iterations. The sums
+/// are exact integer sums (fixed_point.hpp): the same bits however the points are split into the calls
+/// of accumulate(), so chunks of a stream or shards of several GPUs give the one-call result.
 template <class T>
 class Updater {
  public:
-  /// How the cluster sums are formed (update.cu): automatic picks by k and the partial-sum traffic.
+  /// How the cluster sums are formed (update.cu): automatic picks by k and the flushes' traffic.
   enum class Sums { automatic, streamed, sorted };
+  /// For up to n points per accumulate() call.
   Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums = Sums::automatic);
   bool streaming() const noexcept { return streaming_; }
 
-  /// New centroids from the labels: sums of each cluster's points in a fixed order (update.cu), empty
-  /// clusters moved to the points farthest from their centroids (scikit-learn's rule), means. `counts`
-  /// is updated for the moves. Returns the sum of squared centroid shifts. Waits for the stream (the
-  /// counts decide the work).
-  double update(const T* x, std::int32_t* labels, const T* mindist, const int* counts_dev, const T* old_c, T* new_c,
-                cudaStream_t stream);
+  /// max |w_i x_ij| over `rows` points for each column j, then max w_i (1 without weights): d + 1 values,
+  /// whose maximum over all points (over chunks or GPUs) set_scales takes.
+  std::vector<double> column_max_abs(const T* x, std::int64_t rows, const double* weights, cudaStream_t stream) const;
+  /// Fixes the integer scales of the sums for this fit (before the first update).
+  void set_scales(const std::vector<double>& max_abs, bool weighted);
+
+  /// One iteration's sums in three steps, for data that comes in parts: zero the sums, add each part's
+  /// points (x, weights (null: 1) and labels of the same `rows` points), then finish: empty clusters
+  /// moved to the points farthest from their centroids (scikit-learn's rule; x, labels, mindist and
+  /// weights of all n points), means and the sum of squared centroid shifts, returned. `counts_dev` are
+  /// the assignment's counts; finish waits for the stream.
+  void begin(cudaStream_t stream);
+  void accumulate(const T* x, const double* weights, const std::int32_t* labels, std::int64_t rows, cudaStream_t stream);
+  double finish(const T* x, const double* weights, std::int32_t* labels, const T* mindist, const int* counts_dev,
+                const T* old_c, T* new_c, cudaStream_t stream);
+  /// begin, accumulate over all n points, finish.
+  double update(const T* x, const double* weights, std::int32_t* labels, const T* mindist, const int* counts_dev,
+                const T* old_c, T* new_c, cudaStream_t stream);
+
+  /// The sums as (high words [k][d], low words [k][d]) and the weight sums (high [k], low [k]): what
+  /// several GPUs add up between accumulate() and finish().
+  unsigned long long* sums() noexcept { return sums_.data(); }
+  unsigned long long* weight_sums() noexcept { return weight_sums_.data(); }
 
  private:
-  /// Streamed row ranges into cluster_sums_ (few clusters).
-  void stream_sums(const T* x, const std::int32_t* labels, cudaStream_t stream);
-  /// Queues new_c = cluster_sums_ / counts (old_c where a count is 0) and the shift into shift_.
+  /// Queues new_c = sums / counts (or weight sums; old_c where a count is 0) and the shift into shift_.
   void means_and_shift(const int* counts, const T* old_c, T* new_c, cudaStream_t stream);
-  /// Sorted, gathered pieces into cluster_sums_ (any k).
-  void sorted_sums(const T* x, const std::int32_t* labels, const std::vector<int>& counts, cudaStream_t stream);
 
   std::int64_t n_, d_, k_;
   int vec_ = 1;
   int sms_ = 1;
   bool streaming_ = false;
   std::int64_t ranges_ = 0;  ///< row ranges of the streamed sums
+  bool scaled_ = false, weighted_ = false;
+  double weight_scale_ = 1;
   DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels, then sorted labels
-  DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices, then sorted by label (stable)
+  DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices, then sorted by label
   DeviceBuffer<unsigned char> sort_temp_;
   std::size_t sort_temp_bytes_ = 0;
-  DeviceBuffer<double> piece_sums_;    ///< [pieces][d] (sorted) or [ranges][k][d] (streamed)
-  DeviceBuffer<double> cluster_sums_;  ///< [k][d]
-  DeviceBuffer<double> shift_parts_;   ///< [k][d]
-  AsyncSum shift_;                     ///< sum of shift_parts_
-  DeviceBuffer<std::int64_t> pieces_;       ///< per piece: start, length (into perm), cluster
-  DeviceBuffer<std::int64_t> piece_begin_;  ///< [k + 1] first piece of each cluster
-  DeviceBuffer<int> counts_;                ///< the counts after empty-cluster moves
-  PinnedBuffer<int> counts_host_;           ///< the counts of the assignment, copied back asynchronously
+  DeviceBuffer<unsigned long long> sums_;         ///< [2][k][d]: high, then low words
+  DeviceBuffer<unsigned long long> weight_sums_;  ///< [2][k]
+  DeviceBuffer<double> scale_;                    ///< [2][d]: each column's scale, then its inverse
+  DeviceBuffer<double> shift_parts_;              ///< [k][d]
+  AsyncSum shift_;                                ///< sum of shift_parts_
+  DeviceBuffer<int> counts_;                      ///< the counts after empty-cluster moves
+  PinnedBuffer<int> counts_host_;                 ///< the counts of the assignment, copied back asynchronously
 };
 
 }  // namespace skinny::kmeans::detail

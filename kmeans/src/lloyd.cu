@@ -6,6 +6,8 @@
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/nearest.hpp>
+#include <skinny/gemm/pinned_buffer.hpp>
+#include <skinny/gemm/splitmix64.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -48,6 +50,7 @@ void check_shape(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gem
 
 void check_params(const Params& p) {
   if (p.max_iter < 1) throw std::invalid_argument("kmeans: max_iter = " + std::to_string(p.max_iter) + " must be >= 1");
+  if (p.n_init < 1) throw std::invalid_argument("kmeans: n_init = " + std::to_string(p.n_init) + " must be >= 1");
   if (!(p.tol >= 0) || !std::isfinite(p.tol))
     throw std::invalid_argument("kmeans: tol = " + std::to_string(p.tol) + " must be finite and >= 0");
 }
@@ -161,94 +164,157 @@ struct Assigner {
   }
 };
 
+
+/// Throws std::invalid_argument unless `w` is empty or n finite weights > 0.
+void check_weights(const std::vector<double>& w, std::int64_t n) {
+  if (w.empty()) return;
+  if (static_cast<std::int64_t>(w.size()) != n)
+    throw std::invalid_argument("kmeans: sample_weight holds " + std::to_string(w.size()) + " values for n = " +
+                                std::to_string(n) + " points");
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (!(w[i] > 0) || !std::isfinite(w[i]))
+      throw std::invalid_argument("kmeans: sample_weight[" + std::to_string(i) + "] = " + std::to_string(w[i]) +
+                                  " must be finite and > 0");
+}
+
+/// One fit's data and what every run from a seed shares: norms, the column-major copy, the weights,
+/// the scaled tol and the sums' scales; run() is one Lloyd run from one set of initial centroids.
+template <class T>
+class Lloyd {
+ public:
+  Lloyd(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
+        const std::vector<double>& sample_weight)
+      : ctx_(ctx), x_(x), n_(n), d_(d), k_(params.k), params_(params), xnorm_(static_cast<std::size_t>(n)),
+        mindist_(static_cast<std::size_t>(n)), c_(static_cast<std::size_t>(k_ * d)), c_next_(static_cast<std::size_t>(k_ * d)),
+        cnorm_(static_cast<std::size_t>(k_)), labels_(static_cast<std::size_t>(n)), prev_labels_(static_cast<std::size_t>(n)),
+        counts_(static_cast<std::size_t>(k_)), changed_(1), changed_host_(1), weights_(sample_weight),
+        assign_(ctx, x, n, d, k_, params.backend), updater_(n, d, k_) {
+    const cudaStream_t stream = ctx.stream();
+    const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
+    if (params.column_copy && !assign_.fused && n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
+      xt_ = DeviceBuffer<T>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
+    CudaEvent start, stop;
+    start.record(stream);
+    if (xt_.size() > 0) {
+      detail::to_columns(x, n, d, xt_.data(), stream);
+      assign_.xt = xt_.data();
+    }
+    detail::row_sq_norms(x, n, d, xnorm_.data(), stream);
+    tol_scaled_ = params.tol > 0 ? params.tol * detail::mean_feature_variance(x, n, d, stream) : 0.0;
+    updater_.set_scales(updater_.column_max_abs(x, n, weights(), stream), !sample_weight.empty());
+    stop.record(stream);
+    shared_init_ms_ = stop.ms_since(start);
+  }
+
+  Result<T> run(std::uint64_t seed, const std::vector<T>& initial_centroids) {
+    const cudaStream_t stream = ctx_.stream();
+    Result<T> result;
+    result.k = k_;
+    result.d = d_;
+    result.seed = seed;
+    result.column_copy = xt_.size() > 0;
+    CudaEvent start, stop;
+    start.record(stream);
+    switch (params_.init) {
+      case Init::given: c_.copy_from(initial_centroids); break;
+      case Init::random: detail::init_random(ctx_, x_, n_, d_, k_, seed, c_.data()); break;
+      case Init::kmeans_plus_plus:
+        detail::init_kmeans_plus_plus(ctx_, x_, n_, d_, k_, seed, xnorm_.data(), c_.data());
+        break;
+    }
+    stop.record(stream);
+    result.timing.init_ms = stop.ms_since(start) + shared_init_ms_;
+    shared_init_ms_ = 0;  // counted once, in the first run
+
+    // One assignment before the iterations carries the one-time costs (the GEMM's plan, which TSM2 times
+    // on a shape's first call, and the kernels' loading), so that every iteration's time is a steady one.
+    start.record(stream);
+    assign();
+    stop.record(stream);
+    result.timing.setup_ms = stop.ms_since(start);
+
+    for (int it = 1; it <= params_.max_iter; ++it) {
+      CudaEvent update_start;
+      start.record(stream);
+      std::swap(labels_, prev_labels_);
+      assign();
+      // The inertia and the changed labels come back with the update, which waits for the stream anyway.
+      inertia_sum_.queue(mindist_.data(), n_, stream, weights());
+      if (it > 1) {  // iteration 1's labels have nothing before them (the set-up's were for the same centroids)
+        SKINNY_CUDA_TRY(cudaMemsetAsync(changed_.data(), 0, sizeof(unsigned long long), stream));
+        detail::count_changes(labels_.data(), prev_labels_.data(), n_, changed_.data(), stream);
+        changed_host_.copy_from_device_async(changed_.data(), stream);
+      }
+      update_start.record(stream);
+      const double shift = updater_.update(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(),
+                                           c_next_.data(), stream);
+      stop.record(stream);
+      const double inertia = inertia_sum_.value();
+      std::swap(c_, c_next_);
+      const auto [gemm_ms, argmin_ms] = assign_.phase_ms();
+      const double iteration_ms = stop.ms_since(start);
+      result.timing.distances_iteration_ms.push_back(gemm_ms);
+      result.timing.argmin_iteration_ms.push_back(argmin_ms);
+      result.timing.update_iteration_ms.push_back(stop.ms_since(update_start));
+      result.timing.iteration_ms.push_back(iteration_ms);
+      result.n_iter = it;
+      if (params_.progress) params_.progress(IterationInfo{it, inertia, shift, iteration_ms});
+      const bool stable = it > 1 && changed_host_[0] == 0;  // the empty-cluster moves change labels too
+      if ((params_.stop_when_stable && stable) || (params_.tol > 0 && shift <= tol_scaled_)) {
+        result.converged = true;
+        break;
+      }
+    }
+    // Labels and inertia for the centroids returned (scikit-learn does the same final assignment).
+    assign();
+    result.inertia = detail::sum(mindist_.data(), n_, stream, weights());
+    result.labels = labels_.to_host();
+    result.centroids = c_.to_host();
+    return result;
+  }
+
+ private:
+  const double* weights() const { return weights_.size() > 0 ? weights_.data() : nullptr; }
+  void assign() {
+    detail::row_sq_norms(c_.data(), k_, d_, cnorm_.data(), ctx_.stream());
+    assign_.run(c_.data(), xnorm_.data(), cnorm_.data(), labels_.data(), mindist_.data(), counts_.data());
+  }
+
+  Context& ctx_;
+  const T* x_;
+  std::int64_t n_, d_, k_;
+  const Params& params_;
+  DeviceBuffer<T> xnorm_, mindist_, c_, c_next_, cnorm_;
+  DeviceBuffer<std::int32_t> labels_, prev_labels_;
+  DeviceBuffer<int> counts_;
+  DeviceBuffer<unsigned long long> changed_;
+  PinnedBuffer<unsigned long long> changed_host_;
+  DeviceBuffer<double> weights_;
+  Assigner<T> assign_;
+  detail::Updater<T> updater_;
+  detail::AsyncSum inertia_sum_;
+  DeviceBuffer<T> xt_;  // X column-major, when Params::column_copy applies
+  double tol_scaled_ = 0, shared_init_ms_ = 0;
+};
+
 }  // namespace
 
 template <class T>
 Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
-              const std::vector<T>& initial_centroids) {
-  const std::int64_t k = params.k;
-  check_shape(x, n, d, k, params.backend);
+              const std::vector<T>& initial_centroids, const std::vector<double>& sample_weight) {
+  check_shape(x, n, d, params.k, params.backend);
   check_params(params);
-  if (params.init == Init::given) detail::check_centroids(initial_centroids, k, d);
-
-  const cudaStream_t stream = ctx.stream();
-  Result<T> result;
-  result.k = k;
-  result.d = d;
-  DeviceBuffer<T> xnorm(static_cast<std::size_t>(n)), mindist(static_cast<std::size_t>(n));
-  DeviceBuffer<T> c(static_cast<std::size_t>(k * d)), c_next(static_cast<std::size_t>(k * d)), cnorm(static_cast<std::size_t>(k));
-  DeviceBuffer<std::int32_t> labels(static_cast<std::size_t>(n));
-  DeviceBuffer<int> counts(static_cast<std::size_t>(k));
-  Assigner<T> assign(ctx, x, n, d, k, params.backend);
-  detail::Updater<T> updater(n, d, k);
-
-  detail::AsyncSum inertia_sum;
-  DeviceBuffer<T> xt;  // X column-major, when Params::column_copy applies
-  const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
-  if (params.column_copy && !assign.fused && n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
-    xt = DeviceBuffer<T>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
-  result.column_copy = xt.size() > 0;
-
-  CudaEvent start, stop;
-  start.record(stream);
-  if (result.column_copy) {
-    detail::to_columns(x, n, d, xt.data(), stream);
-    assign.xt = xt.data();
+  check_weights(sample_weight, n);
+  if (params.init == Init::given) detail::check_centroids(initial_centroids, params.k, d);
+  Lloyd<T> lloyd(ctx, x, n, d, params, sample_weight);
+  const int runs = params.init == Init::given ? 1 : params.n_init;
+  Result<T> best;
+  for (int run = 0; run < runs; ++run) {
+    const std::uint64_t seed = run == 0 ? params.seed : splitmix64(params.seed + static_cast<std::uint64_t>(run));
+    Result<T> r = lloyd.run(seed, initial_centroids);
+    if (run == 0 || r.inertia < best.inertia) best = std::move(r);
   }
-  detail::row_sq_norms(x, n, d, xnorm.data(), stream);
-  const double tol_scaled = params.tol > 0 ? params.tol * detail::mean_feature_variance(x, n, d, stream) : 0.0;
-  switch (params.init) {
-    case Init::given: c.copy_from(initial_centroids); break;
-    case Init::random: detail::init_random(ctx, x, n, d, k, params.seed, c.data()); break;
-    case Init::kmeans_plus_plus:
-      detail::init_kmeans_plus_plus(ctx, x, n, d, k, params.seed, xnorm.data(), c.data());
-      break;
-  }
-  stop.record(stream);
-  result.timing.init_ms = stop.ms_since(start);
-
-  // One assignment before the iterations carries the one-time costs (the GEMM's plan, which TSM2 times
-  // on a shape's first call, and the kernels' loading), so that every iteration's time is a steady one.
-  start.record(stream);
-  detail::row_sq_norms(c.data(), k, d, cnorm.data(), stream);
-  assign.run(c.data(), xnorm.data(), cnorm.data(), labels.data(), mindist.data(), counts.data());
-  stop.record(stream);
-  result.timing.setup_ms = stop.ms_since(start);
-
-  for (int it = 1; it <= params.max_iter; ++it) {
-    CudaEvent update_start;
-    start.record(stream);
-    detail::row_sq_norms(c.data(), k, d, cnorm.data(), stream);
-    assign.run(c.data(), xnorm.data(), cnorm.data(), labels.data(), mindist.data(), counts.data());
-    // The inertia comes back with the update, which waits for the stream anyway.
-    inertia_sum.queue(mindist.data(), n, stream);
-    update_start.record(stream);
-    const double shift =
-        updater.update(x, labels.data(), mindist.data(), counts.data(), c.data(), c_next.data(), stream);
-    stop.record(stream);
-    const double inertia = inertia_sum.value();
-    std::swap(c, c_next);
-    const auto [gemm_ms, argmin_ms] = assign.phase_ms();
-    const double iteration_ms = stop.ms_since(start);
-    const double update_ms = stop.ms_since(update_start);
-    result.timing.distances_iteration_ms.push_back(gemm_ms);
-    result.timing.argmin_iteration_ms.push_back(argmin_ms);
-    result.timing.update_iteration_ms.push_back(update_ms);
-    result.timing.iteration_ms.push_back(iteration_ms);
-    result.n_iter = it;
-    if (params.progress) params.progress(IterationInfo{it, inertia, shift, iteration_ms});
-    if (params.tol > 0 && shift <= tol_scaled) {
-      result.converged = true;
-      break;
-    }
-  }
-  // Labels and inertia for the centroids returned (scikit-learn does the same final assignment).
-  detail::row_sq_norms(c.data(), k, d, cnorm.data(), stream);
-  assign.run(c.data(), xnorm.data(), cnorm.data(), labels.data(), mindist.data(), counts.data());
-  result.inertia = detail::sum(mindist.data(), n, stream);
-  result.labels = labels.to_host();
-  result.centroids = c.to_host();
-  return result;
+  return best;
 }
 
 template <class T>
@@ -297,7 +363,8 @@ Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, s
 }
 
 #define SKINNY_KMEANS_FIT(T)                                                                                      \
-  template Result<T> fit(Context&, const T*, std::int64_t, std::int64_t, const Params&, const std::vector<T>&);  \
+  template Result<T> fit(Context&, const T*, std::int64_t, std::int64_t, const Params&, const std::vector<T>&,     \
+                         const std::vector<double>&);                                                             \
   template std::vector<std::int32_t> predict(Context&, const T*, std::int64_t, std::int64_t, const std::vector<T>&, \
                                              std::int64_t, gemm::Algo);                                           \
   template std::string distance_method(const Context&, const T*, std::int64_t, std::int64_t, std::int64_t,        \

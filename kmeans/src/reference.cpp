@@ -50,10 +50,11 @@ double feature_variance(const std::vector<double>& x, std::int64_t n, std::int64
 
 template <class T>
 Result<T> reference_fit(const std::vector<T>& x, std::int64_t n, std::int64_t d, const Params& params,
-                        const std::vector<T>& initial_centroids) {
+                        const std::vector<T>& initial_centroids, const std::vector<double>& sample_weight) {
   const std::int64_t k = params.k;
   if (n < 1 || d < 1 || k < 1 || k > n || static_cast<std::int64_t>(x.size()) != n * d ||
-      static_cast<std::int64_t>(initial_centroids.size()) != k * d || params.max_iter < 1 || !(params.tol >= 0))
+      static_cast<std::int64_t>(initial_centroids.size()) != k * d || params.max_iter < 1 || !(params.tol >= 0) ||
+      !(sample_weight.empty() || static_cast<std::int64_t>(sample_weight.size()) == n))
     throw std::invalid_argument("reference_fit: inconsistent arguments (n = " + std::to_string(n) + ", d = " +
                                 std::to_string(d) + ", k = " + std::to_string(k) + ")");
   const std::vector<double> xd(x.begin(), x.end());
@@ -63,16 +64,19 @@ Result<T> reference_fit(const std::vector<T>& x, std::int64_t n, std::int64_t d,
   Result<T> r;
   r.k = k;
   r.d = d;
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  const auto weight = [&](std::int64_t i) { return sample_weight.empty() ? 1.0 : sample_weight[std::size_t(i)]; };
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n)), previous;
   std::vector<double> dist(static_cast<std::size_t>(n));
   for (int it = 1; it <= params.max_iter; ++it) {
     assign(x, n, d, c, k, labels, dist);
-    std::vector<double> sums(std::size_t(k * d), 0.0);
+    const bool stable = labels == previous;  // strict convergence: no label changed (never at iteration 1)
+    std::vector<double> sums(std::size_t(k * d), 0.0), weight_sums(std::size_t(k), 0.0);
     std::vector<std::int64_t> counts(std::size_t(k), 0);
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int64_t j = labels[std::size_t(i)];
       ++counts[std::size_t(j)];
-      for (std::int64_t p = 0; p < d; ++p) sums[std::size_t(j * d + p)] += xd[std::size_t(i * d + p)];
+      weight_sums[std::size_t(j)] += weight(i);
+      for (std::int64_t p = 0; p < d; ++p) sums[std::size_t(j * d + p)] += weight(i) * xd[std::size_t(i * d + p)];
     }
     std::vector<std::int64_t> empty;
     for (std::int64_t j = 0; j < k; ++j)
@@ -88,11 +92,13 @@ Result<T> reference_fit(const std::vector<T>& x, std::int64_t n, std::int64_t d,
       for (std::size_t e = 0; e < m; ++e) {
         const std::int64_t point = order[e], to = empty[e], from = labels[std::size_t(point)];
         for (std::int64_t p = 0; p < d; ++p) {
-          sums[std::size_t(from * d + p)] -= xd[std::size_t(point * d + p)];
-          sums[std::size_t(to * d + p)] = xd[std::size_t(point * d + p)];
+          sums[std::size_t(from * d + p)] -= weight(point) * xd[std::size_t(point * d + p)];
+          sums[std::size_t(to * d + p)] = weight(point) * xd[std::size_t(point * d + p)];
         }
         --counts[std::size_t(from)];
         counts[std::size_t(to)] = 1;
+        weight_sums[std::size_t(from)] -= weight(point);
+        weight_sums[std::size_t(to)] = weight(point);
         labels[std::size_t(point)] = static_cast<std::int32_t>(to);
       }
     }
@@ -100,26 +106,28 @@ Result<T> reference_fit(const std::vector<T>& x, std::int64_t n, std::int64_t d,
     for (std::int64_t j = 0; j < k; ++j)
       for (std::int64_t p = 0; p < d; ++p) {
         const std::size_t idx = std::size_t(j * d + p);
-        const double updated = counts[std::size_t(j)] > 0 ? double(T(sums[idx] / double(counts[std::size_t(j)]))) : c[idx];
+        const double updated = counts[std::size_t(j)] > 0 ? double(T(sums[idx] / weight_sums[std::size_t(j)])) : c[idx];
         shift += (updated - c[idx]) * (updated - c[idx]);
         c[idx] = updated;
       }
     r.n_iter = it;
-    if (params.tol > 0 && shift <= tol_scaled) {
+    if ((params.stop_when_stable && stable) || (params.tol > 0 && shift <= tol_scaled)) {
       r.converged = true;
       break;
     }
+    previous = labels;
   }
   assign(x, n, d, c, k, labels, dist);
   r.labels = labels;
-  r.inertia = std::accumulate(dist.begin(), dist.end(), 0.0);
+  r.inertia = 0;
+  for (std::int64_t i = 0; i < n; ++i) r.inertia += weight(i) * dist[std::size_t(i)];
   r.centroids.assign(c.begin(), c.end());
   return r;
 }
 
 template Result<float> reference_fit(const std::vector<float>&, std::int64_t, std::int64_t, const Params&,
-                                     const std::vector<float>&);
+                                     const std::vector<float>&, const std::vector<double>&);
 template Result<double> reference_fit(const std::vector<double>&, std::int64_t, std::int64_t, const Params&,
-                                      const std::vector<double>&);
+                                      const std::vector<double>&, const std::vector<double>&);
 
 }  // namespace skinny::kmeans

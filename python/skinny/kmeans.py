@@ -35,7 +35,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     max_iter : int, default 300
         Lloyd iterations at most per run.
     tol : float, default 1e-4
-        Relative tolerance of the convergence test; 0 runs all ``max_iter`` iterations.
+        Relative tolerance of the convergence test. Whatever ``tol``, a run also stops when an iteration
+        changes no label (scikit-learn's strict convergence), unless ``stop_when_stable=False``.
     random_state : None, int or numpy.random.RandomState, default None
         Draws the seed of each run.
     backend : str, default "auto"
@@ -43,6 +44,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     column_copy : bool, default True
         Let the library keep a column-major copy of X on the GPU for the distance GEMM (faster for
         n_samples >= 65536 on the tall-skinny kernels; costs one more X of device memory).
+    stop_when_stable : bool, default True
+        Stop when an iteration changes no label. False (with ``tol=0``) runs exactly ``max_iter``
+        iterations, for timing (not in scikit-learn).
     verbose : bool, default False
         Print one line per iteration.
 
@@ -60,13 +64,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     Notes
     -----
     X may be a NumPy array (copied to the GPU) or a CUDA array (CuPy, PyTorch; used in place when it is
-    C-contiguous float32/float64). Results are NumPy arrays. Weighted samples are not supported.
+    C-contiguous float32/float64). Results are NumPy arrays. ``sample_weight`` follows scikit-learn:
+    weighted means and inertia (an integer weight acts as that many copies of the sample); the seeding
+    draws samples without regard to their weights.
     """
 
     def __init__(self, n_clusters: int = 8, *, init: Union[str, Any] = "k-means++",
                  n_init: Union[int, str] = 1, max_iter: int = 300, tol: float = 1e-4,
                  random_state: Optional[Union[int, np.random.RandomState]] = None, backend: str = "auto",
-                 column_copy: bool = True, verbose: bool = False) -> None:
+                 column_copy: bool = True, stop_when_stable: bool = True, verbose: bool = False) -> None:
         # Stored unmodified (scikit-learn's rule): checks happen in fit.
         self.n_clusters = n_clusters
         self.init = init
@@ -76,6 +82,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.column_copy = column_copy
+        self.stop_when_stable = stop_when_stable
         self.verbose = verbose
 
     # ----------------------------------------------------------------------------------------- fitting
@@ -87,15 +94,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         n_samples, n_features = shape_of(X)
         if self.n_clusters > n_samples:
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
-        _check_uniform_weights(sample_weight, n_samples)
+        weights = _check_sample_weight(sample_weight, n_samples)
         dtype = float_dtype_of(X)
         init, centres, n_init = self._initial_centres(n_features, dtype)
-        seeds = check_random_state(self.random_state).randint(np.iinfo(np.int32).max, size=n_init)
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         _require_cuda()
 
         result = _skinny.kmeans_fit(X, int(self.n_clusters), init, centres, int(self.max_iter), float(self.tol),
-                                    [int(s) for s in seeds], self.backend, bool(self.column_copy),
-                                    _print_iteration if self.verbose else None)
+                                    seed, n_init, self.backend, bool(self.column_copy), bool(self.stop_when_stable),
+                                    weights, _print_iteration if self.verbose else None)
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = result["labels"]
         self.inertia_ = float(result["inertia"])
@@ -130,9 +137,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
         """Opposite of the inertia of X for the fitted centres (higher is better, as in scikit-learn)."""
         X, centres = self._check_fitted_input(X)
-        _check_uniform_weights(sample_weight, shape_of(X)[0])
-        sq = _skinny.kmeans_sq_distances(X, centres, self.backend)
-        return -float(sq.min(axis=1).sum(dtype=np.float64))
+        weights = _check_sample_weight(sample_weight, shape_of(X)[0])
+        nearest = _skinny.kmeans_sq_distances(X, centres, self.backend).min(axis=1).astype(np.float64)
+        return -float(nearest.sum() if weights is None else (nearest * weights).sum())
 
     # --------------------------------------------------------------------------------------- checking
 
@@ -146,6 +153,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                                  f"got {self.init!r}")
         if not (self.n_init == "auto" or (_is_int(self.n_init) and self.n_init >= 1)):
             raise ValueError(f"n_init must be an integer >= 1 or 'auto', got {self.n_init!r}")
+        if not isinstance(self.stop_when_stable, (bool, np.bool_)):
+            raise ValueError(f"stop_when_stable must be True or False, got {self.stop_when_stable!r}")
         if not _is_int(self.max_iter) or self.max_iter < 1:
             raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
         if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool) or not np.isfinite(self.tol)
@@ -192,20 +201,22 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def _check_uniform_weights(sample_weight: Any, n_samples: int) -> None:
-    """None or equal weights (which do not change Lloyd's result); anything else is refused."""
+def _check_sample_weight(sample_weight: Any, n_samples: int) -> Optional[np.ndarray]:
+    """None, or n_samples finite weights > 0 as float64 on the host (a scalar applies to every sample)."""
     if sample_weight is None:
-        return
-    w = np.asarray(to_host(sample_weight), dtype=np.float64)
+        return None
+    w = np.asarray(to_host(sample_weight))
+    if w.dtype.kind not in "fiub":
+        raise TypeError(f"sample_weight must hold numbers, got dtype {w.dtype}")
+    w = w.astype(np.float64)
     if w.ndim == 0:
         w = np.full(n_samples, float(w))
     if w.shape != (n_samples,):
         raise ValueError(f"sample_weight has shape {w.shape}, expected ({n_samples},)")
     if not (np.isfinite(w).all() and (w > 0).all()):
-        raise ValueError("sample_weight must be finite and > 0")
-    if not (w == w[0]).all():
-        raise NotImplementedError("skinny.KMeans does not support non-uniform sample_weight: the GPU library "
-                                  "has no weighted update. Use sklearn.cluster.KMeans for weighted samples.")
+        bad = int(np.flatnonzero(~(np.isfinite(w) & (w > 0)))[0])
+        raise ValueError(f"sample_weight must be finite and > 0, got {w[bad]} at index {bad}")
+    return np.ascontiguousarray(w)
 
 
 def _require_cuda() -> None:

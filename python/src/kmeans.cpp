@@ -20,6 +20,9 @@
 namespace skinny::python {
 namespace {
 
+/// Sample weights: float64 on the host (the Python layer converts them).
+using Weights = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
 /// fit's arguments, as the Python layer passes them (already checked there; C++ checks them again).
 struct FitArgs {
   int k = 8;
@@ -27,9 +30,12 @@ struct FitArgs {
   std::optional<Matrix> init_centroids;
   int max_iter = 300;
   double tol = 1e-4;
-  std::vector<std::uint64_t> seeds;  ///< one run per seed (n_init); the lowest inertia wins
+  std::uint64_t seed = 0;
+  int n_init = 1;  ///< runs from seed and seeds derived from it; the lowest inertia wins
   std::string backend;
   bool column_copy = true;
+  bool stop_when_stable = true;
+  std::vector<double> sample_weight;  ///< empty: 1 each
   nb::object progress;  ///< None, or called as progress(iteration, inertia, shift, ms)
 };
 
@@ -42,14 +48,16 @@ kmeans::Init init_from_name(const std::string& name) {
 
 template <class T>
 nb::dict fit(const Matrix& x, const FitArgs& a) {
-  if (a.seeds.empty()) throw std::invalid_argument("fit: need at least one seed (n_init >= 1)");
   kmeans::Params p;
   p.k = a.k;
   p.init = init_from_name(a.init);
   p.max_iter = a.max_iter;
   p.tol = a.tol;
+  p.seed = a.seed;
+  p.n_init = a.n_init;
   p.backend = gemm::algo_from_name(a.backend);
   p.column_copy = a.column_copy;
+  p.stop_when_stable = a.stop_when_stable;
   if (!a.progress.is_none()) {
     nb::object progress = a.progress;
     p.progress = [progress](const kmeans::IterationInfo& i) {
@@ -61,19 +69,11 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
 
   DeviceScope scope(x);
   kmeans::Result<T> best;
-  std::uint64_t best_seed = 0;
   {
     nb::gil_scoped_release no_gil;
     const DeviceMatrix<T> dx(x);  // one copy of host data for all the restarts
     Context ctx;  // the legacy default stream: ordered after the work of CuPy's and PyTorch's default streams
-    for (std::size_t run = 0; run < a.seeds.size(); ++run) {
-      p.seed = a.seeds[run];
-      kmeans::Result<T> r = kmeans::fit<T>(ctx, dx.data(), dx.rows, dx.cols, p, initial);
-      if (run == 0 || r.inertia < best.inertia) {
-        best = std::move(r);
-        best_seed = p.seed;
-      }
-    }
+    best = kmeans::fit<T>(ctx, dx.data(), dx.rows, dx.cols, p, initial, a.sample_weight);
   }
   nb::dict out;
   const auto n = static_cast<std::size_t>(best.labels.size());
@@ -83,7 +83,7 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
   out["n_iter"] = best.n_iter;
   out["converged"] = best.converged;
   out["column_copy"] = best.column_copy;
-  out["seed"] = best_seed;
+  out["seed"] = best.seed;
   out["init_ms"] = best.timing.init_ms;
   out["iteration_ms"] = best.timing.iteration_ms;
   out["distances_ms"] = best.timing.distances_iteration_ms;
@@ -150,15 +150,19 @@ void bind_kmeans(nb::module_& m) {
   m.def(
       "kmeans_fit",
       [](const Matrix& x, int k, const std::string& init, std::optional<Matrix> init_centroids, int max_iter,
-         double tol, std::vector<std::uint64_t> seeds, const std::string& backend, bool column_copy,
-         nb::object progress) {
-        const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, std::move(seeds), backend, column_copy,
-                        std::move(progress)};
+         double tol, std::uint64_t seed, int n_init, const std::string& backend, bool column_copy,
+         bool stop_when_stable, std::optional<Weights> sample_weight, nb::object progress) {
+        std::vector<double> weights;
+        if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
+        const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
+                        stop_when_stable, std::move(weights), std::move(progress)};
         return by_dtype(x, [&] { return fit<float>(x, a); }, [&] { return fit<double>(x, a); });
       },
       nb::arg("x").noconvert(), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(), nb::arg("max_iter"),
-      nb::arg("tol"), nb::arg("seeds"), nb::arg("backend"), nb::arg("column_copy"), nb::arg("progress").none(),
-      "Lloyd K-means, one run per seed, the lowest inertia kept. Returns a dict of the result.");
+      nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"), nb::arg("column_copy"),
+      nb::arg("stop_when_stable"), nb::arg("sample_weight").none(), nb::arg("progress").none(),
+      "Lloyd K-means, n_init runs from seed, the lowest inertia kept; sample_weight empty or n weights. "
+      "Returns a dict of the result.");
   m.def(
       "kmeans_predict",
       [](const Matrix& x, const Matrix& centroids, const std::string& backend) {

@@ -76,10 +76,20 @@ TEST(MatrixIo, NpyRefusesMalformedFilesSayingWhy) {
   EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("<f4", "<i4")); }).find("'<i4' is not supported"));
   EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("<f4", ">f4")); }).find("not supported"));
   EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("False", "True ")); }).find("Fortran order"));
-  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("(2, 2)", "(4,)  ")); }).find("2-D"));
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("(2, 2)", "(1,2,2)")); }).find("2-D"));
   EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(with_header("(2, 2)", "(0, 2)")); }).find("empty matrix"));
   EXPECT_NE(std::string::npos,
             error_of([&] { npy_from<float>(with_header("'shape'", "'shapo'")); }).find("no 'shape' entry"));
+}
+
+TEST(MatrixIo, OneDimensionalNpyIsAColumn) {
+  const double v[3] = {0.5, 2, 7};
+  std::string b = npy_bytes(v, 3, 1);
+  b.replace(b.find("(3, 1)"), 6, "(3,)  ");
+  const auto m = npy_from<double>(b);
+  EXPECT_EQ(3, m.rows);
+  EXPECT_EQ(1, m.cols);
+  EXPECT_EQ(7, m.values[2]);
 }
 
 TEST(MatrixIo, NpyRefusesNaNAndInfNamingTheElement) {

@@ -141,37 +141,47 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
 }
 
 /// Both ways of forming the cluster sums (streamed in row order, sorted by label) give the means and
-/// the shift computed in double on the CPU, on column counts that are not multiples of a block's slice.
+/// the shift computed in double on the CPU, on column counts that are not multiples of a block's slice,
+/// with and without weights.
 template <class T>
 void update_matches_cpu(typename detail::Updater<T>::Sums sums, std::int64_t n, std::int64_t d, std::int64_t k,
-                        double tolerance) {
+                        double tolerance, bool weighted = false) {
   const auto x = testing::random_nonzero<T>(static_cast<std::size_t>(n * d), 41);
   const auto old_c = testing::random_nonzero<T>(static_cast<std::size_t>(k * d), 42);
   std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
   std::vector<int> counts(static_cast<std::size_t>(k), 0);
-  for (std::int64_t i = 0; i < n; ++i) ++counts[labels[i] = static_cast<std::int32_t>((i * 7 + i / 3) % k)];
+  std::vector<double> w(weighted ? static_cast<std::size_t>(n) : 0), weight_sum(static_cast<std::size_t>(k), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ++counts[labels[i] = static_cast<std::int32_t>((i * 7 + i / 3) % k)];
+    if (weighted) w[i] = 0.25 + double(i % 7) * 1.5;
+    weight_sum[labels[i]] += weighted ? w[i] : 1.0;
+  }
   std::vector<double> sum(static_cast<std::size_t>(k * d), 0.0);
   for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < d; ++j) sum[labels[i] * d + j] += double(x[i * d + j]);
+    for (std::int64_t j = 0; j < d; ++j) sum[labels[i] * d + j] += (weighted ? w[i] : 1.0) * double(x[i * d + j]);
   DeviceBuffer<T> dx(x), dold(old_c), dnew(static_cast<std::size_t>(k * d)), dmin(static_cast<std::size_t>(n));
   DeviceBuffer<std::int32_t> dlabels(labels);
   DeviceBuffer<int> dcounts(counts);
+  DeviceBuffer<double> dw(w);
+  const double* weights = weighted ? dw.data() : nullptr;
   dnew.copy_from(std::vector<T>(static_cast<std::size_t>(k * d), T(NAN)));
   Context& ctx = shared_context();
   detail::Updater<T> updater(n, d, k, sums);
   EXPECT_EQ(updater.streaming(), sums == detail::Updater<T>::Sums::streamed);
-  const double shift =
-      updater.update(dx.data(), dlabels.data(), dmin.data(), dcounts.data(), dold.data(), dnew.data(), ctx.stream());
+  updater.set_scales(updater.column_max_abs(dx.data(), n, weights, ctx.stream()), weighted);
+  const double shift = updater.update(dx.data(), weights, dlabels.data(), dmin.data(), dcounts.data(), dold.data(),
+                                      dnew.data(), ctx.stream());
   const std::vector<T> got = dnew.to_host();
   std::vector<T> want(got.size());
   double want_shift = 0;
   for (std::int64_t c = 0; c < k; ++c)
     for (std::int64_t j = 0; j < d; ++j) {
       const std::size_t idx = static_cast<std::size_t>(c * d + j);
-      want[idx] = static_cast<T>(sum[idx] / counts[c]);
+      want[idx] = static_cast<T>(sum[idx] / weight_sum[c]);
       want_shift += (double(want[idx]) - double(old_c[idx])) * (double(want[idx]) - double(old_c[idx]));
     }
-  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k) +
+                            (weighted ? " weighted" : "");
   EXPECT_LE(relative_difference(got, want), tolerance) << where;
   EXPECT_NEAR(want_shift, shift, tolerance * want_shift) << where;
 }
@@ -181,11 +191,58 @@ TEST_F(KmeansGpu, StreamedAndSortedUpdatesGiveTheMeans) {
   using D = detail::Updater<double>;
   for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5003, 37, 16}, {3001, 1000, 3},
                                {40, 4, 16}}) {
-    update_matches_cpu<float>(F::Sums::streamed, n, d, k, 1e-6);
-    update_matches_cpu<float>(F::Sums::sorted, n, d, k, 1e-6);
-    update_matches_cpu<double>(D::Sums::streamed, n, d, k, 1e-14);
-    update_matches_cpu<double>(D::Sums::sorted, n, d, k, 1e-14);
+    for (const bool weighted : {false, true}) {
+      update_matches_cpu<float>(F::Sums::streamed, n, d, k, 1e-6, weighted);
+      update_matches_cpu<float>(F::Sums::sorted, n, d, k, 1e-6, weighted);
+      update_matches_cpu<double>(D::Sums::streamed, n, d, k, 1e-14, weighted);
+      update_matches_cpu<double>(D::Sums::sorted, n, d, k, 1e-14, weighted);
+    }
   }
+}
+
+/// The sums are exact integers: streamed or sorted, in one call or in uneven parts, the new centroids
+/// are the same bits (what lets chunks of a stream and shards on several GPUs agree with one GPU).
+template <class T>
+void sums_do_not_depend_on_the_split(std::int64_t n, std::int64_t d, std::int64_t k) {
+  using Sums = typename detail::Updater<T>::Sums;
+  const auto x = testing::random_nonzero<T>(static_cast<std::size_t>(n * d), 43);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+  std::vector<int> counts(static_cast<std::size_t>(k), 0);
+  std::vector<double> w(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    ++counts[labels[i] = static_cast<std::int32_t>((i * 13 + i / 5) % k)];
+    w[i] = 1.0 + double(i % 3);
+  }
+  DeviceBuffer<T> dx(x), dold(static_cast<std::size_t>(k * d)), dnew(static_cast<std::size_t>(k * d)),
+      dmin(static_cast<std::size_t>(n));
+  DeviceBuffer<std::int32_t> dlabels(labels);
+  DeviceBuffer<int> dcounts(counts);
+  DeviceBuffer<double> dw(w);
+  const cudaStream_t stream = shared_context().stream();
+  std::vector<std::vector<T>> results;
+  for (const Sums sums : {Sums::streamed, Sums::sorted})
+    for (const std::int64_t parts : {1, 3}) {
+      detail::Updater<T> updater(n, d, k, sums);
+      updater.set_scales(updater.column_max_abs(dx.data(), n, dw.data(), stream), true);
+      updater.begin(stream);
+      const std::int64_t cuts[4] = {0, parts == 1 ? n : n / 7, parts == 1 ? n : n / 7 + n / 2, n};
+      for (std::int64_t p = 0; p < 3; ++p)
+        if (cuts[p + 1] > cuts[p])
+          updater.accumulate(dx.data() + cuts[p] * d, dw.data() + cuts[p], dlabels.data() + cuts[p], cuts[p + 1] - cuts[p],
+                             stream);
+      updater.finish(dx.data(), dw.data(), dlabels.data(), dmin.data(), dcounts.data(), dold.data(), dnew.data(), stream);
+      results.push_back(dnew.to_host());
+    }
+  for (std::size_t r = 1; r < results.size(); ++r)
+    EXPECT_EQ(0, std::memcmp(results[0].data(), results[r].data(), results[0].size() * sizeof(T)))
+        << "way " << r << " n=" << n << " d=" << d << " k=" << k;
+}
+
+TEST_F(KmeansGpu, SumsDoNotDependOnHowThePointsAreSplit) {
+  sums_do_not_depend_on_the_split<float>(10007, 36, 16);
+  sums_do_not_depend_on_the_split<float>(5001, 7, 5);
+  sums_do_not_depend_on_the_split<double>(10007, 36, 16);
+  sums_do_not_depend_on_the_split<double>(3001, 1, 3);
 }
 
 /// An empty cluster takes the point farthest from its centroid, whichever way the sums are formed: its
@@ -206,7 +263,8 @@ void update_relocates(typename detail::Updater<T>::Sums sums) {
   DeviceBuffer<std::int32_t> dlabels(labels);
   DeviceBuffer<int> dcounts(counts);
   detail::Updater<T> updater(n, d, k, sums);
-  updater.update(dx.data(), dlabels.data(), dmin.data(), dcounts.data(), dold.data(), dnew.data(),
+  updater.set_scales(updater.column_max_abs(dx.data(), n, nullptr, shared_context().stream()), false);
+  updater.update(dx.data(), nullptr, dlabels.data(), dmin.data(), dcounts.data(), dold.data(), dnew.data(),
                  shared_context().stream());
   const std::vector<T> got = dnew.to_host();
   const std::int32_t from = labels[far];
@@ -289,6 +347,7 @@ TEST_F(KmeansGpu, TolSemantics) {
   p.k = 4;
   p.max_iter = 30;
   p.tol = 0;
+  p.stop_when_stable = false;
   const Result<double> all = fit<double>(ctx, x.data(), n, d, p);
   EXPECT_EQ(30, all.n_iter);
   EXPECT_FALSE(all.converged);
@@ -297,6 +356,91 @@ TEST_F(KmeansGpu, TolSemantics) {
   EXPECT_TRUE(early.converged);
   EXPECT_LT(early.n_iter, 30);
   EXPECT_EQ(early.labels, all.labels);  // well separated: the same fixed point
+  // Strict convergence: with tol = 0 the fit stops once an iteration changes no label, where the CPU
+  // reference stops, with the centroids of the run that went on (nothing moves after that).
+  p.tol = 0;
+  p.stop_when_stable = true;
+  p.init = Init::given;
+  const std::vector<double> host = x.to_host();
+  const std::vector<double> init = first_points(host, 4, d);
+  const Result<double> stable = fit<double>(ctx, x.data(), n, d, p, init);
+  const Result<double> cpu = reference_fit<double>(host, n, d, p, init);
+  EXPECT_TRUE(stable.converged);
+  EXPECT_LT(stable.n_iter, 30);
+  EXPECT_EQ(cpu.n_iter, stable.n_iter);
+  EXPECT_EQ(cpu.labels, stable.labels);
+  p.stop_when_stable = false;
+  EXPECT_EQ(fit<double>(ctx, x.data(), n, d, p, init).centroids, stable.centroids);
+}
+
+/// n_init runs from different seeds and returns the lowest inertia: never worse than the first run alone,
+/// and the run it reports gives the same result when run alone from its seed.
+TEST_F(KmeansGpu, NInitKeepsTheBestRun) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 4000, d = 5;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, 12, 21, 1.5, 4.0);  // overlapping blobs: seeds matter
+  Params p;
+  p.k = 12;
+  p.init = Init::random;
+  p.seed = 5;
+  const Result<float> one = fit<float>(ctx, x.data(), n, d, p);
+  p.n_init = 6;
+  const Result<float> best = fit<float>(ctx, x.data(), n, d, p);
+  EXPECT_LE(best.inertia, one.inertia);
+  p.n_init = 1;
+  p.seed = best.seed;
+  const Result<float> again = fit<float>(ctx, x.data(), n, d, p);
+  EXPECT_EQ(best.labels, again.labels);
+  EXPECT_EQ(best.inertia, again.inertia);
+  p.n_init = 0;
+  EXPECT_THROW(fit<float>(ctx, x.data(), n, d, p), std::invalid_argument);
+}
+
+/// Weights: the GPU matches the CPU reference's weighted Lloyd, and integer weights give what repeating
+/// the points gives (the same labels for the original points, centroids and inertia to rounding).
+template <class T>
+void weights_match(std::int64_t n, std::int64_t d, int k, double tolerance) {
+  Context& ctx = shared_context();
+  const auto x = testing::random_nonzero<T>(static_cast<std::size_t>(n * d), 77);
+  std::vector<double> w(static_cast<std::size_t>(n));
+  std::vector<T> repeated;
+  for (std::int64_t i = 0; i < n; ++i) {
+    w[i] = double(1 + (i * 7) % 4);
+    for (int r = 0; r < int(w[i]); ++r) repeated.insert(repeated.end(), x.begin() + i * d, x.begin() + (i + 1) * d);
+  }
+  const std::int64_t m = static_cast<std::int64_t>(repeated.size()) / d;
+  Params p;
+  p.k = k;
+  p.init = Init::given;
+  p.max_iter = 50;
+  const std::vector<T> init = first_points(x, k, d);
+  DeviceBuffer<T> dx(x), drep(repeated);
+  const Result<T> weighted = fit<T>(ctx, dx.data(), n, d, p, init, w);
+  const Result<T> cpu = reference_fit<T>(x, n, d, p, init, w);
+  const Result<T> rep = fit<T>(ctx, drep.data(), m, d, p, init);
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
+  EXPECT_EQ(cpu.labels, weighted.labels) << where;
+  EXPECT_LE(relative_difference(weighted.centroids, cpu.centroids), tolerance) << where;
+  EXPECT_NEAR(cpu.inertia, weighted.inertia, tolerance * cpu.inertia) << where;
+  std::vector<std::int32_t> rep_of_original;
+  for (std::int64_t i = 0, r = 0; i < n; r += static_cast<std::int64_t>(w[i]), ++i) rep_of_original.push_back(rep.labels[r]);
+  EXPECT_EQ(rep_of_original, weighted.labels) << where;
+  EXPECT_LE(relative_difference(weighted.centroids, rep.centroids), tolerance) << where;
+  EXPECT_NEAR(rep.inertia, weighted.inertia, tolerance * rep.inertia) << where;
+  std::vector<double> bad = w;
+  bad[3] = 0;
+  EXPECT_THROW(fit<T>(ctx, dx.data(), n, d, p, init, bad), std::invalid_argument);
+  bad[3] = NAN;
+  EXPECT_THROW(fit<T>(ctx, dx.data(), n, d, p, init, bad), std::invalid_argument);
+  EXPECT_THROW(fit<T>(ctx, dx.data(), n, d, p, init, std::vector<double>(n - 1, 1.0)), std::invalid_argument);
+}
+
+TEST_F(KmeansGpu, SampleWeightsMatchTheReferenceAndRepeatedPoints) {
+  weights_match<float>(1001, 7, 5, 1e-5);
+  weights_match<float>(3000, 33, 17, 1e-5);
+  weights_match<double>(1001, 7, 5, 1e-12);
+  weights_match<double>(127, 1, 3, 1e-12);
 }
 
 TEST_F(KmeansGpu, PredictGivesTheFinalLabels) {

@@ -109,12 +109,17 @@ def test_feature_count_mismatch(method):
         getattr(fitted(), method)(np.zeros((5, 4)))
 
 
-def test_non_uniform_sample_weight_is_not_implemented():
-    with pytest.raises(NotImplementedError, match="sample_weight"):
-        skinny.KMeans(2).fit(X, sample_weight=np.arange(1, 21))
+def test_sample_weight_of_strings_is_a_type_error():
+    with pytest.raises(TypeError, match="sample_weight must hold numbers"):
+        skinny.KMeans(2).fit(X, sample_weight=np.array(["a"] * 20))
 
 
-@pytest.mark.parametrize("weights", [np.ones(19), np.ones((20, 1)), -np.ones(20), np.full(20, np.nan)])
+def test_stop_when_stable_must_be_a_bool():
+    with pytest.raises(ValueError, match="stop_when_stable"):
+        skinny.KMeans(2, stop_when_stable="yes").fit(X)
+
+
+@pytest.mark.parametrize("weights", [np.ones(19), np.ones((20, 1)), -np.ones(20), np.full(20, np.nan), np.zeros(20)])
 def test_malformed_sample_weight(weights):
     with pytest.raises(ValueError, match="sample_weight"):
         skinny.KMeans(2).fit(X, sample_weight=weights)

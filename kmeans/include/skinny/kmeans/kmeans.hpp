@@ -48,6 +48,12 @@ struct Params {
   /// only for n >= 65536 (fewer points: rows are faster), when it fits in free device memory, and when
   /// the distances go through a GEMM (not gemm::nearest).
   bool column_copy = true;
+  /// Stop when an iteration changes no label (scikit-learn's strict convergence), whatever tol. Off: run
+  /// until tol or max_iter only (benchmarks timing a fixed number of iterations).
+  bool stop_when_stable = true;
+  /// Runs from different seeds (the first from `seed`); the one with the lowest inertia is returned.
+  /// Init::given runs once whatever n_init says (scikit-learn does the same, with a warning).
+  int n_init = 1;
   /// Called after each iteration when set (progress lines); costs nothing when empty.
   std::function<void(const IterationInfo&)> progress;
 };
@@ -69,18 +75,22 @@ struct Result {
   std::vector<std::int32_t> labels;   ///< n: index of the nearest centroid (ties: the lowest index)
   double inertia = 0;                 ///< with the returned centroids and labels
   int n_iter = 0;                     ///< iterations run
-  bool converged = false;             ///< stopped by tol before max_iter
+  bool converged = false;             ///< stopped by tol, or by an iteration that changed no label
+  std::uint64_t seed = 0;             ///< the seed of the run returned (of n_init)
   bool column_copy = false;           ///< the distances read a column-major copy of X (Params::column_copy)
   PhaseTiming timing;
 };
 
 /// Clusters the n x d row-major matrix X on the device (leading dimension d). `initial_centroids`
 /// (k x d row-major, host memory) is required when params.init == Init::given and ignored otherwise.
+/// `sample_weight` (host memory): n finite weights > 0, or empty for 1 each; scikit-learn's semantics
+/// (weighted means and inertia, and an integer weight w gives what w copies of the point give).
 /// Throws std::invalid_argument naming the offending values (k < 1, k > n, n or d < 1, max_iter < 1,
-/// tol < 0 or NaN, a backend that cannot do the shape, missing or non-finite given centroids).
+/// tol < 0 or NaN, n_init < 1, a backend that cannot do the shape, missing or non-finite given
+/// centroids, weights of the wrong count or not finite and > 0).
 template <class T>
 Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
-              const std::vector<T>& initial_centroids = {});
+              const std::vector<T>& initial_centroids = {}, const std::vector<double>& sample_weight = {});
 
 /// How fit and predict compute the distances of this problem: "nearest" (gemm::nearest: the cross
 /// term on the tensor cores fused with the argmin, which Algo::automatic picks for float and many
@@ -109,10 +119,11 @@ Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, s
 /// Adjusted Rand index of two labelings of the same points (1: identical up to renaming).
 double adjusted_rand_index(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b);
 
-/// CPU reference Lloyd (double arithmetic) with the same rules as fit: from the same initial centroids
-/// it gives the same labels. `x` is n x d row-major on the host.
+/// CPU reference Lloyd (double arithmetic) with the same rules as fit (weights, tol, strict
+/// convergence): from the same initial centroids it gives the same labels. `x` is n x d row-major on
+/// the host; `sample_weight` empty or n weights.
 template <class T>
 Result<T> reference_fit(const std::vector<T>& x, std::int64_t n, std::int64_t d, const Params& params,
-                        const std::vector<T>& initial_centroids);
+                        const std::vector<T>& initial_centroids, const std::vector<double>& sample_weight = {});
 
 }  // namespace skinny::kmeans

@@ -1,0 +1,58 @@
+// Exact, order-free sums of floating-point values: each value v of a column becomes the integer
+// q = round(v * 2^s), with the column's s fixed per fit so that |q| <= 2^kFixedBits; a block adds at most
+// kFlushRows of them in 64 bits, and block sums go into a (high, low) pair of 64-bit integers per
+// element with integer atomics. Integer addition is associative, so the sums do not depend on how the
+// points are split among blocks, chunks of a stream or GPUs, nor on the order blocks finish: the
+// centroids are the same bits however the work was divided. Each value is rounded by at most 2^-50 of
+// its column's largest magnitude (9e-16 of it), about a double's own rounding.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SKINNY_HOST_DEVICE __host__ __device__
+#else
+#define SKINNY_HOST_DEVICE
+#endif
+
+namespace skinny::kmeans::detail {
+
+constexpr int kFixedBits = 50;                              ///< |q| <= 2^50 for every value
+constexpr std::int64_t kFlushRows = std::int64_t(1) << 12;  ///< values per 64-bit partial sum: <= 2^62
+
+/// The power of two that maps values of magnitude <= max_abs below 2^kFixedBits (1 for a zero column).
+inline double fixed_scale(double max_abs) {
+  if (!(max_abs > 0) || !std::isfinite(max_abs)) return 1.0;
+  const int e = std::ilogb(max_abs);  // max_abs in [2^e, 2^(e + 1))
+  return std::ldexp(1.0, std::max(-1000, std::min(1000, kFixedBits - 1 - e)));
+}
+
+/// The accumulated sum as a double: (signed high) * 2^32 + low, divided by the scale.
+SKINNY_HOST_DEVICE inline double from_fixed(unsigned long long hi, unsigned long long lo, double inv_scale) {
+  return (static_cast<double>(static_cast<long long>(hi)) * 4294967296.0 + static_cast<double>(lo)) * inv_scale;
+}
+
+/// The (high, low) words a 64-bit partial sum adds: the signed bits from 32 up (two's complement wraps
+/// correctly in an unsigned add) and the low 32 bits. Up to 2^32 partial sums fit either word.
+SKINNY_HOST_DEVICE inline unsigned long long fixed_high(long long s) { return static_cast<unsigned long long>(s >> 32); }
+SKINNY_HOST_DEVICE inline unsigned long long fixed_low(long long s) {
+  return static_cast<unsigned long long>(s) & 0xffffffffull;
+}
+
+#if defined(__CUDACC__)
+/// q = round(v * scale), scale a power of two (an exact product).
+__device__ __forceinline__ long long to_fixed(double v, double scale) { return __double2ll_rn(v * scale); }
+
+/// Adds a 64-bit partial sum into an element's (high, low) accumulators.
+__device__ __forceinline__ void add_fixed(unsigned long long* hi, unsigned long long* lo, long long s) {
+  if (s == 0) return;
+  atomicAdd(hi, fixed_high(s));
+  atomicAdd(lo, fixed_low(s));
+}
+#endif
+
+}  // namespace skinny::kmeans::detail
+
+#undef SKINNY_HOST_DEVICE
