@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -92,7 +93,7 @@ Result<T> matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo ba
   const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k) +
                             " backend=" + std::string(gemm::to_string(backend));
   EXPECT_EQ(cpu.labels, gpu.labels) << where;
-  EXPECT_EQ(5, gpu.n_iter) << where;
+  EXPECT_EQ(cpu.n_iter, gpu.n_iter) << where;  // max_iter, or where no label changed (strict convergence)
   EXPECT_LE(relative_difference(gpu.centroids, cpu.centroids), tolerance) << where;
   // The distance trick cancels ||x||^2 against 2 x.c: its error scales with the squared norms.
   double norms = 0;
@@ -268,8 +269,13 @@ void update_relocates(typename detail::Updater<T>::Sums sums) {
                  shared_context().stream());
   const std::vector<T> got = dnew.to_host();
   const std::int32_t from = labels[far];
+  double max_abs = 0;
+  for (const T v : x) max_abs = std::max(max_abs, std::abs(double(v)));
   for (std::int64_t j = 0; j < d; ++j) {
-    EXPECT_EQ(x[far * d + j], got[(k - 1) * d + j]) << "the empty cluster's centroid is the farthest point";
+    // Exact in float; in double to the sums' resolution, 2^-50 of the largest magnitude (fixed_point.hpp).
+    EXPECT_NEAR(double(x[far * d + j]), double(got[(k - 1) * d + j]), std::ldexp(max_abs, -50))
+        << "the empty cluster's centroid is the farthest point";
+    if (sizeof(T) == 4) EXPECT_EQ(x[far * d + j], got[(k - 1) * d + j]);
     double s = 0;
     for (std::int64_t i = 0; i < n; ++i)
       if (labels[i] == from && i != far) s += double(x[i * d + j]);
