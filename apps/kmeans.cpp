@@ -29,6 +29,7 @@ struct KmeansOptions {
   std::int64_t d = 4096;          ///< synthetic dimensions, or columns of a raw file
   int k = 16;
   std::string backend = "auto";
+  std::string math = "exact";
   int iters = 100;
   double tol = 1e-4;
   bool tol_given = false;         ///< without it, synthetic data runs all --iters (tol 0)
@@ -59,6 +60,10 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_option("--d", o.d, "Synthetic dimensions, or columns of a raw --input file")->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 30))->capture_default_str();
   app.add_option("--k", o.k, "Clusters")->check(CLI::Range(1, INT32_MAX))->capture_default_str();
   app.add_option("--backend", o.backend, "GEMM for the distances")->check(CLI::IsMember(gemm::algo_names()))->capture_default_str();
+  app.add_option("--math", o.math,
+                 "exact: labels of an exact float argmin (3xTF32 where distances are fused with the argmin); fast: "
+                 "one TF32 product there (about 3x less tensor-core work; near-ties can pick the other centre)")
+      ->check(CLI::IsMember({"exact", "fast"}))->capture_default_str();
   app.add_option("--iters", o.iters, "Lloyd iterations at most")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--tol", o.tol,
                  "Stop when the squared centroid shift <= tol x mean feature variance, or when an iteration changes "
@@ -187,11 +192,12 @@ Run summarise(const std::string& backend, const kmeans::Result<T>& r) {
 template <class T>
 int run_predict(Context& ctx, const KmeansOptions& o, const T* x, const std::vector<T>& centroids) {
   const gemm::Algo backend = gemm::algo_from_name(o.backend);
-  const std::string method = kmeans::distance_method<T>(ctx, x, o.n, o.d, o.k, backend);
-  kmeans::predict<T>(ctx, x, o.n, o.d, centroids, o.k, backend);
+  const gemm::Math math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
+  const std::string method = kmeans::distance_method<T>(ctx, x, o.n, o.d, o.k, backend, math);
+  kmeans::predict<T>(ctx, x, o.n, o.d, centroids, o.k, backend, math);
   CudaEvent start, stop;
   start.record(ctx.stream());
-  const std::vector<std::int32_t> labels = kmeans::predict<T>(ctx, x, o.n, o.d, centroids, o.k, backend);
+  const std::vector<std::int32_t> labels = kmeans::predict<T>(ctx, x, o.n, o.d, centroids, o.k, backend, math);
   stop.record(ctx.stream());
   const double ms = stop.ms_since(start);
   std::vector<std::int64_t> sizes(static_cast<std::size_t>(o.k));
@@ -250,9 +256,10 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   p.backend = gemm::algo_from_name(o.backend);
   p.column_copy = !o.no_column_copy;
   p.n_init = o.n_init;
+  p.math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
   // Synthetic data runs all --iters (a steady median time per iteration) unless --tol is given.
   p.stop_when_stable = !synthetic || o.tol_given;
-  const std::string method = kmeans::distance_method<T>(ctx, x.data(), o.n, o.d, o.k, p.backend);
+  const std::string method = kmeans::distance_method<T>(ctx, x.data(), o.n, o.d, o.k, p.backend, p.math);
   const std::string resolved = o.backend == "auto" ? "auto -> " + method : o.backend;
   std::printf("kmeans on %s: %lld points x %lld dimensions, %s, k = %d, distances through %s, %s\n",
               device_name().c_str(), static_cast<long long>(o.n), static_cast<long long>(o.d),
@@ -335,7 +342,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     json.begin_object().field("benchmark", "kmeans").field("precision", o.common.precision);
     write_environment(json);
     json.field("n", o.n).field("d", o.d).field("k", o.k).field("backend", o.backend).field("backend_resolved", resolved)
-        .field("init", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
+        .field("math", o.math).field("init", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
         .field("max_iter", o.iters).field("n_init", o.n_init).field("seed_of_best_run", r.seed)
         .field("sample_weight", o.sample_weight.empty() ? "none" : o.sample_weight)
         .field("data", synthetic ? "blobs" : o.input);

@@ -4,7 +4,9 @@
 //
 //  * A block owns 128 points and walks over tiles of 128 centres (all of them, or a share when the
 //    points alone cannot fill the GPU: grid y). Per tile, 8 warps (4 along points x 2 along centres)
-//    each compute a 32 x 64 product with mma.m16n8k8 in 3xTF32 (tensor_core.cuh): float accuracy.
+//    each compute a 32 x 64 product with mma.m16n8k8 in 3xTF32 (tensor_core.cuh): float accuracy
+//    (Math::exact), or in one TF32 product (Math::fast: a third of the tensor-core work, products
+//    rounded to TF32's 11 bits, as TF32 GEMMs and flash-kmeans compute them).
 //  * Both operands stream through a two-stage cp.async ring of 32-float slices of the inner
 //    dimension, one barrier per stage; the pipeline runs across tile boundaries. The centres' TF32
 //    halves are split once per call (centre_halves_kernel), so the ring holds them ready; the points
@@ -45,8 +47,12 @@ constexpr int CH = BK / 4;           ///< 16-byte slots per row and stage
 constexpr int WARPS_M = 4, WARPS_N = 2;
 constexpr int MT = BM / WARPS_M / 16;  ///< m16 tiles per warp (2)
 constexpr int NT = BN / WARPS_N / 8;   ///< n8 tiles per warp (8)
-constexpr int kStageSlots = (BM + 2 * BN) * CH;  ///< points, centres' high halves, low halves
-constexpr std::size_t kSmemBytes = 2 * kStageSlots * sizeof(float4) + BM * WARPS_N * (sizeof(float) + sizeof(int));
+/// 16-byte slots of a stage: the points, the centres' TF32 high halves and, for exact products, their low
+/// halves.
+constexpr int stage_slots(bool exact) { return (BM + (exact ? 2 : 1) * BN) * CH; }
+constexpr std::size_t smem_bytes(bool exact) {
+  return 2 * stage_slots(exact) * sizeof(float4) + BM * WARPS_N * (sizeof(float) + sizeof(int));
+}
 static_assert(WARPS_M * WARPS_N * 32 == kThreads, "8 warps");
 static_assert(BM * CH % kThreads == 0 && BN * CH % kThreads == 0, "whole copies per thread");
 static_assert(BK % 16 == 0, "stages hold whole k-groups of 16");
@@ -84,11 +90,14 @@ __global__ void __launch_bounds__(256) centre_halves_kernel(const float* __restr
     const std::int64_t j = idx / ldi, p = idx - j * ldi;
     const Tf32Pair s = split_tf32(p < d ? c[j * ldc + p] : 0.0f);
     hi[idx] = __uint_as_float(s.hi);
-    lo[idx] = __uint_as_float(s.lo);
+    if (lo) lo[idx] = __uint_as_float(s.lo);  // null for one-product (fast) runs
   }
 }
 
+/// kExact: 3xTF32 products (float accuracy); otherwise one TF32 product (Math::fast).
+template <bool kExact>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
+  constexpr int kStageSlots = stage_slots(kExact);
   extern __shared__ __align__(16) unsigned char smem[];
   float4* ring = reinterpret_cast<float4*>(smem);  // [2][kStageSlots]: points, high, low
   float* best_val = reinterpret_cast<float*>(ring + 2 * kStageSlots);  // [BM][WARPS_N]
@@ -134,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
       const bool cv = col < p.k && bytes > 0;
       const std::int64_t off = cv ? col * p.ldi + kofs : 0;
       cp_async<16>(hs + i * kRowStep * CH, p.c_hi + off, cv ? bytes : 0);
-      cp_async<16>(ls + i * kRowStep * CH, p.c_lo + off, cv ? bytes : 0);
+      if constexpr (kExact) cp_async<16>(ls + i * kRowStep * CH, p.c_lo + off, cv ? bytes : 0);
     }
   };
 
@@ -174,13 +183,20 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
-        const float4 h = hs[col * CH + pc], l = ls[col * CH + pc];
+        const float4 h = hs[col * CH + pc];
+        if constexpr (kExact) {
+          const float4 l = ls[col * CH + pc];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          float dk[4];
-          k_group_3xtf32(dk, a[mt][0], a[mt][1], h, l);
+          for (int mt = 0; mt < MT; ++mt) {
+            float dk[4];
+            k_group_3xtf32(dk, a[mt][0], a[mt][1], h, l);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+            for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+          }
+        } else {
+          // One TF32 product per k8 step, accumulated in the tensor cores as TF32 GEMMs do.
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) k_group_tf32(acc[mt][nt], a[mt][0], a[mt][1], h);
         }
       }
     }
@@ -297,11 +313,12 @@ void nearest(Context& ctx, const NearestArguments& a) {
   const std::int64_t ldi = round_up(a.d, 4);
   const std::int64_t keys_bytes = round_up(a.n * static_cast<std::int64_t>(sizeof(unsigned long long)), 256);
   const std::int64_t half_elems = round_up(a.k * ldi, 64);
-  auto* ws = static_cast<unsigned char*>(
-      ctx.workspace(static_cast<std::size_t>(keys_bytes + 2 * half_elems * static_cast<std::int64_t>(sizeof(float)))));
+  const bool exact = a.math == Math::exact;
+  auto* ws = static_cast<unsigned char*>(ctx.workspace(
+      static_cast<std::size_t>(keys_bytes + (exact ? 2 : 1) * half_elems * static_cast<std::int64_t>(sizeof(float)))));
   auto* keys = reinterpret_cast<unsigned long long*>(ws);
   auto* c_hi = reinterpret_cast<float*>(ws + keys_bytes);
-  float* c_lo = c_hi + half_elems;
+  float* c_lo = exact ? c_hi + half_elems : nullptr;
   const int sms = ctx.properties().multiProcessorCount;
 
   const unsigned split_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k * ldi, 256), 4LL * sms));
@@ -319,11 +336,17 @@ void nearest(Context& ctx, const NearestArguments& a) {
 
   Params p{a.x, ldx, a.n, a.d, c_hi, c_lo, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
            static_cast<int>(tiles_per_split)};
-  SKINNY_CUDA_TRY(
-      cudaFuncSetAttribute(nearest_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(split));
-  nearest_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
-  SKINNY_CHECK_LAUNCH();
+  const auto launch = [&](auto kernel) {
+    const std::size_t smem = smem_bytes(exact);
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    kernel<<<grid, kThreads, smem, stream>>>(p);
+    SKINNY_CHECK_LAUNCH();
+  };
+  if (exact)
+    launch(nearest_kernel<true>);
+  else
+    launch(nearest_kernel<false>);
   const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
   finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.n, a.labels, a.sq_distances);
   SKINNY_CHECK_LAUNCH();

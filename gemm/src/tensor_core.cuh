@@ -82,6 +82,14 @@ __device__ __forceinline__ void k_group_3xtf32(float (&d)[4], const Tf32Pair (&a
   for (int i = 0; i < kKGroupSteps; ++i) k_group_3xtf32_step(i, d, ag, ag8, bh, bl);
 }
 
+/// d += A B over one k-group in one TF32 product per k8 step (A's TF32 high halves, B already TF32),
+/// accumulated in the tensor cores: Math::fast. Same element order as k_group_3xtf32.
+__device__ __forceinline__ void k_group_tf32(float (&d)[4], const Tf32Pair (&ag)[4], const Tf32Pair (&ag8)[4],
+                                             const float4& bh) {
+  mma_tf32(d, ag[0].hi, ag8[0].hi, ag[1].hi, ag8[1].hi, __float_as_uint(bh.x), __float_as_uint(bh.y));
+  mma_tf32(d, ag[2].hi, ag8[2].hi, ag[3].hi, ag8[3].hi, __float_as_uint(bh.z), __float_as_uint(bh.w));
+}
+
 /// d += A (8 x 4) * B (4 x 8), double.
 __device__ __forceinline__ void mma_f64(double (&d)[2], double a, double b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800

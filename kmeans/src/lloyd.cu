@@ -57,18 +57,20 @@ void check_params(const Params& p) {
 
 /// From this many clusters on, Algo::automatic computes distances and argmin in one fused tensor-core
 /// kernel (gemm::nearest): the cross term is then compute bound, and the n x k distances need not be
-/// written and read back.
+/// written and read back. Its fast (one TF32 product) form pays from fewer clusters.
 constexpr std::int64_t kFusedMinClusters = 128;
+constexpr std::int64_t kFusedFastMinClusters = 32;
 
 /// Whether the assignment runs through gemm::nearest (float, automatic, enough clusters, a shape it
 /// can do) rather than a GEMM through `backend` and the argmin.
 template <class T>
 bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                      gemm::Algo backend) {
+                      gemm::Algo backend, gemm::Math math) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
-    if (backend != gemm::Algo::automatic || k < kFusedMinClusters) return false;
+    const std::int64_t min_k = math == gemm::Math::fast ? kFusedFastMinClusters : kFusedMinClusters;
+    if (backend != gemm::Algo::automatic || k < min_k) return false;
     gemm::NearestArguments a;
     a.x = x;
     a.n = n;
@@ -106,13 +108,14 @@ struct Assigner {
   const T* xt = nullptr;  ///< X column-major (leading dimension n), or null
   std::int64_t n, d, k;
   gemm::Algo backend;
+  gemm::Math math;
   bool fused;
   std::int64_t rows;  ///< per chunk
   DeviceBuffer<T> g;
   std::vector<std::unique_ptr<CudaEvent>> events;
 
-  Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), fused(fused_assignment(c, x_, n_, d_, k_, b)),
+  Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m)
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), fused(fused_assignment(c, x_, n_, d_, k_, b, m)),
         rows(fused ? n_ : chunk_rows(n_, k_, sizeof(T))), g(fused ? 0 : static_cast<std::size_t>(rows * k_)) {
     const std::int64_t chunks = (n + rows - 1) / rows;
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) events.push_back(std::make_unique<CudaEvent>());
@@ -133,6 +136,7 @@ struct Assigner {
         a.c_sq_norms = cnorm;
         a.labels = labels;
         a.sq_distances = mindist;
+        a.math = math;
         events[0]->record(stream);
         gemm::nearest(ctx, a);
         events[1]->record(stream);
@@ -188,7 +192,7 @@ class Lloyd {
         mindist_(static_cast<std::size_t>(n)), c_(static_cast<std::size_t>(k_ * d)), c_next_(static_cast<std::size_t>(k_ * d)),
         cnorm_(static_cast<std::size_t>(k_)), labels_(static_cast<std::size_t>(n)), prev_labels_(static_cast<std::size_t>(n)),
         counts_(static_cast<std::size_t>(k_)), changed_(1), changed_host_(1), weights_(sample_weight),
-        assign_(ctx, x, n, d, k_, params.backend), updater_(n, d, k_) {
+        assign_(ctx, x, n, d, k_, params.backend, params.math), updater_(n, d, k_) {
     const cudaStream_t stream = ctx.stream();
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
     if (params.column_copy && !assign_.fused && n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
@@ -319,7 +323,8 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
 
 template <class T>
 std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std::int64_t d,
-                                  const std::vector<T>& centroids, std::int64_t k, gemm::Algo backend) {
+                                  const std::vector<T>& centroids, std::int64_t k, gemm::Algo backend,
+                                  gemm::Math math) {
   check_shape(x, n, d, k, backend);
   detail::check_centroids(centroids, k, d);
   const cudaStream_t stream = ctx.stream();
@@ -329,16 +334,16 @@ std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std:
   DeviceBuffer<int> counts(static_cast<std::size_t>(k));
   detail::row_sq_norms(x, n, d, xnorm.data(), stream);
   detail::row_sq_norms(c.data(), k, d, cnorm.data(), stream);
-  Assigner<T> assign(ctx, x, n, d, k, backend);
+  Assigner<T> assign(ctx, x, n, d, k, backend, math);
   assign.run(c.data(), xnorm.data(), cnorm.data(), labels.data(), mindist.data(), counts.data());
   return labels.to_host();
 }
 
 template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                            gemm::Algo backend) {
+                            gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
-  if (fused_assignment(ctx, x, n, d, k, backend)) return "nearest";
+  if (fused_assignment(ctx, x, n, d, k, backend, math)) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
   const std::int64_t rows = chunk_rows(n, k, sizeof(T));
   return std::string(gemm::to_string(gemm::choose(
       ctx, gemm::Arguments<T>{gemm::row_major<const T>(x, rows, d), gemm::col_major<const T>(placeholder<T>(), d, k),
@@ -366,9 +371,9 @@ Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, s
   template Result<T> fit(Context&, const T*, std::int64_t, std::int64_t, const Params&, const std::vector<T>&,     \
                          const std::vector<double>&);                                                             \
   template std::vector<std::int32_t> predict(Context&, const T*, std::int64_t, std::int64_t, const std::vector<T>&, \
-                                             std::int64_t, gemm::Algo);                                           \
+                                             std::int64_t, gemm::Algo, gemm::Math);                               \
   template std::string distance_method(const Context&, const T*, std::int64_t, std::int64_t, std::int64_t,        \
-                                       gemm::Algo);                                                               \
+                                       gemm::Algo, gemm::Math);                                                   \
   template Blobs<T> make_blobs(Context&, T*, std::int64_t, std::int64_t, int, std::uint64_t, double, double);
 SKINNY_KMEANS_FIT(float)
 SKINNY_KMEANS_FIT(double)

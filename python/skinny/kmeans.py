@@ -44,6 +44,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     column_copy : bool, default True
         Let the library keep a column-major copy of X on the GPU for the distance GEMM (faster for
         n_samples >= 65536 on the tall-skinny kernels; costs one more X of device memory).
+    math : {"exact", "fast"}, default "exact"
+        "exact": labels as an exact float argmin gives them. "fast": one TF32 product per cross term
+        where the distances are fused with the argmin (float data, many clusters): about 3x less
+        tensor-core work; a sample whose two nearest centres nearly tie can take the other one.
     stop_when_stable : bool, default True
         Stop when an iteration changes no label. False (with ``tol=0``) runs exactly ``max_iter``
         iterations, for timing (not in scikit-learn).
@@ -72,7 +76,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def __init__(self, n_clusters: int = 8, *, init: Union[str, Any] = "k-means++",
                  n_init: Union[int, str] = 1, max_iter: int = 300, tol: float = 1e-4,
                  random_state: Optional[Union[int, np.random.RandomState]] = None, backend: str = "auto",
-                 column_copy: bool = True, stop_when_stable: bool = True, verbose: bool = False) -> None:
+                 column_copy: bool = True, math: str = "exact", stop_when_stable: bool = True,
+                 verbose: bool = False) -> None:
         # Stored unmodified (scikit-learn's rule): checks happen in fit.
         self.n_clusters = n_clusters
         self.init = init
@@ -82,6 +87,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.column_copy = column_copy
+        self.math = math
         self.stop_when_stable = stop_when_stable
         self.verbose = verbose
 
@@ -102,7 +108,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
         result = _skinny.kmeans_fit(X, int(self.n_clusters), init, centres, int(self.max_iter), float(self.tol),
                                     seed, n_init, self.backend, bool(self.column_copy), bool(self.stop_when_stable),
-                                    weights, _print_iteration if self.verbose else None)
+                                    self.math, weights, _print_iteration if self.verbose else None)
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = result["labels"]
         self.inertia_ = float(result["inertia"])
@@ -127,7 +133,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def predict(self, X: Any) -> np.ndarray:
         """Index of the closest centre of each sample (int32; ties: the lowest index)."""
         X, centres = self._check_fitted_input(X)
-        return _skinny.kmeans_predict(X, centres, self.backend)
+        return _skinny.kmeans_predict(X, centres, self.backend, self.math)
 
     def transform(self, X: Any) -> np.ndarray:
         """Euclidean distances (n_samples x n_clusters) of the samples to the centres."""
@@ -153,6 +159,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                                  f"got {self.init!r}")
         if not (self.n_init == "auto" or (_is_int(self.n_init) and self.n_init >= 1)):
             raise ValueError(f"n_init must be an integer >= 1 or 'auto', got {self.n_init!r}")
+        if self.math not in ("exact", "fast"):
+            raise ValueError(f"math must be 'exact' or 'fast', got {self.math!r}")
         if not isinstance(self.stop_when_stable, (bool, np.bool_)):
             raise ValueError(f"stop_when_stable must be True or False, got {self.stop_when_stable!r}")
         if not _is_int(self.max_iter) or self.max_iter < 1:

@@ -35,9 +35,16 @@ struct FitArgs {
   std::string backend;
   bool column_copy = true;
   bool stop_when_stable = true;
+  gemm::Math math = gemm::Math::exact;
   std::vector<double> sample_weight;  ///< empty: 1 each
   nb::object progress;  ///< None, or called as progress(iteration, inertia, shift, ms)
 };
+
+gemm::Math math_from_name(const std::string& name) {
+  if (name == "exact") return gemm::Math::exact;
+  if (name == "fast") return gemm::Math::fast;
+  throw std::invalid_argument("unknown math '" + name + "' (valid: exact, fast)");
+}
 
 kmeans::Init init_from_name(const std::string& name) {
   if (name == "k-means++") return kmeans::Init::kmeans_plus_plus;
@@ -58,6 +65,7 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
   p.backend = gemm::algo_from_name(a.backend);
   p.column_copy = a.column_copy;
   p.stop_when_stable = a.stop_when_stable;
+  p.math = a.math;
   if (!a.progress.is_none()) {
     nb::object progress = a.progress;
     p.progress = [progress](const kmeans::IterationInfo& i) {
@@ -93,16 +101,18 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
 }
 
 template <class T>
-nb::object predict(const Matrix& x, const Matrix& centroids, const std::string& backend) {
+nb::object predict(const Matrix& x, const Matrix& centroids, const std::string& backend, const std::string& math_name) {
   const std::vector<T> c = host_values<T>(centroids);
   const gemm::Algo algo = gemm::algo_from_name(backend);
+  const gemm::Math math = math_from_name(math_name);
   DeviceScope scope(x);
   std::vector<std::int32_t> labels;
   {
     nb::gil_scoped_release no_gil;
     const DeviceMatrix<T> dx(x);
     Context ctx;
-    labels = kmeans::predict<T>(ctx, dx.data(), dx.rows, dx.cols, c, static_cast<std::int64_t>(centroids.shape(0)), algo);
+    labels = kmeans::predict<T>(ctx, dx.data(), dx.rows, dx.cols, c, static_cast<std::int64_t>(centroids.shape(0)), algo,
+                                math);
   }
   const std::size_t n = labels.size();
   return to_numpy(std::move(labels), {n});
@@ -151,25 +161,25 @@ void bind_kmeans(nb::module_& m) {
       "kmeans_fit",
       [](const Matrix& x, int k, const std::string& init, std::optional<Matrix> init_centroids, int max_iter,
          double tol, std::uint64_t seed, int n_init, const std::string& backend, bool column_copy,
-         bool stop_when_stable, std::optional<Weights> sample_weight, nb::object progress) {
+         bool stop_when_stable, const std::string& math, std::optional<Weights> sample_weight, nb::object progress) {
         std::vector<double> weights;
         if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
         const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
-                        stop_when_stable, std::move(weights), std::move(progress)};
+                        stop_when_stable, math_from_name(math), std::move(weights), std::move(progress)};
         return by_dtype(x, [&] { return fit<float>(x, a); }, [&] { return fit<double>(x, a); });
       },
       nb::arg("x").noconvert(), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(), nb::arg("max_iter"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"), nb::arg("column_copy"),
-      nb::arg("stop_when_stable"), nb::arg("sample_weight").none(), nb::arg("progress").none(),
+      nb::arg("stop_when_stable"), nb::arg("math"), nb::arg("sample_weight").none(), nb::arg("progress").none(),
       "Lloyd K-means, n_init runs from seed, the lowest inertia kept; sample_weight empty or n weights. "
       "Returns a dict of the result.");
   m.def(
       "kmeans_predict",
-      [](const Matrix& x, const Matrix& centroids, const std::string& backend) {
-        return by_dtype(x, [&] { return predict<float>(x, centroids, backend); },
-                        [&] { return predict<double>(x, centroids, backend); });
+      [](const Matrix& x, const Matrix& centroids, const std::string& backend, const std::string& math) {
+        return by_dtype(x, [&] { return predict<float>(x, centroids, backend, math); },
+                        [&] { return predict<double>(x, centroids, backend, math); });
       },
-      nb::arg("x").noconvert(), nb::arg("centroids").noconvert(), nb::arg("backend"),
+      nb::arg("x").noconvert(), nb::arg("centroids").noconvert(), nb::arg("backend"), nb::arg("math") = "exact",
       "Index of the nearest centroid of each row of x (int32).");
   m.def(
       "kmeans_sq_distances",

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -39,7 +40,7 @@ struct Outputs {
 
 /// Runs nearest on random points and centres (rows padded to ldx, ldc) with poisoned outputs.
 Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64_t n, std::int64_t k,
-            std::int64_t d, std::int64_t ldx, std::int64_t ldc) {
+            std::int64_t d, std::int64_t ldx, std::int64_t ldc, Math math = Math::exact) {
   const auto xn = sq_norms(x, n, d, ldx), cn = sq_norms(c, k, d, ldc);
   DeviceBuffer<float> dx(x), dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
   DeviceBuffer<std::int32_t> dlabels(static_cast<std::size_t>(n));
@@ -58,6 +59,7 @@ Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64
   a.c_sq_norms = dcn.data();
   a.labels = dlabels.data();
   a.sq_distances = ddist.data();
+  a.math = math;
   const Support s = nearest_can_implement(ctx, a);
   EXPECT_TRUE(s.ok) << s.reason;
   nearest(ctx, a);
@@ -65,15 +67,19 @@ Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64
   return {dlabels.to_host(), ddist.to_host()};
 }
 
-/// Each label is a nearest centre up to float round-off of the distance trick, whose error scales with
-/// the squared norms; each distance is that centre's exact distance within the same bound.
-void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t pad = 0) {
+/// Each label is a nearest centre up to the round-off of the distance trick, whose error scales with the
+/// squared norms (float arithmetic for Math::exact; TF32 products, 2^-10 relative each, for Math::fast);
+/// each distance is that centre's exact distance within the same bound; and where the runner-up is
+/// farther than twice the bound, the label is the exact argmin.
+void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t pad = 0, Math math = Math::exact) {
   const std::int64_t ldx = d + pad + (4 - (d + pad) % 4) % 4, ldc = d + pad;
   const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ldx), 21);
   const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * ldc), 22);
-  const Outputs got = run(x, c, n, k, d, ldx, ldc);
+  const Outputs got = run(x, c, n, k, d, ldx, ldc, math);
+  const double relative = math == Math::exact ? 64 * double(std::numeric_limits<float>::epsilon()) : std::ldexp(1.0, -8);
   const auto xn = sq_norms(x, n, d, ldx), cn = sq_norms(c, k, d, ldc);
-  const std::string where = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " d=" + std::to_string(d);
+  const std::string where = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " d=" + std::to_string(d) +
+                            (math == Math::exact ? " exact" : " fast");
   double max_cn = 0;
   for (const float v : cn) max_cn = std::max(max_cn, double(v));
   std::int64_t exact = 0, worst_i = -1;
@@ -81,7 +87,7 @@ void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t label = got.labels[i];
     ASSERT_TRUE(label >= 0 && label < k) << where << " point " << i << " label " << label;
-    double best = std::numeric_limits<double>::infinity(), mine = 0;
+    double best = std::numeric_limits<double>::infinity(), second = best, mine = 0;
     std::int64_t best_j = 0;
     for (std::int64_t j = 0; j < k; ++j) {
       double s = 0;
@@ -89,18 +95,21 @@ void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t
         const double diff = double(x[i * ldx + p]) - double(c[j * ldc + p]);
         s += diff * diff;
       }
-      if (s < best) best = s, best_j = j;
+      if (s < best) second = best, best = s, best_j = j;
+      else if (s < second) second = s;
       if (j == label) mine = s;
     }
     exact += best_j == label;
-    const double bound = 64 * std::numeric_limits<float>::epsilon() * (double(xn[i]) + max_cn);
+    const double bound = relative * (double(xn[i]) + max_cn);
     ASSERT_LE(mine - best, bound) << where << " point " << i << ": label " << label << " is not a nearest centre ("
                                   << best_j << ")";
+    if (second - best > 2 * bound)
+      ASSERT_EQ(best_j, label) << where << " point " << i << ": a clear nearest centre was missed";
     ASSERT_NEAR(mine, double(got.dist[i]), bound) << where << " point " << i;
     if (std::abs(mine - got.dist[i]) / bound > worst) worst = std::abs(mine - got.dist[i]) / bound, worst_i = i;
   }
-  // Ties within round-off are rare with random data: nearly every label is the exact argmin.
-  EXPECT_GE(exact, n - n / 100 - 1) << where;
+  // Ties within float round-off are rare with random data: nearly every exact label is the exact argmin.
+  if (math == Math::exact) EXPECT_GE(exact, n - n / 100 - 1) << where;
   std::printf("nearest %s: %lld of %lld labels the exact argmin; worst distance error %.3g of the bound (point %lld)\n",
               where.c_str(), static_cast<long long>(exact), static_cast<long long>(n), worst,
               static_cast<long long>(worst_i));
@@ -114,6 +123,17 @@ TEST_F(Nearest, MatchesExactDistancesOnOddShapes) {
   expect_nearest(1000, 129, 36);     // two centre tiles, the second with one column
   expect_nearest(300, 1300, 8);      // few point blocks: centre tiles shared over grid y
   expect_nearest(10243, 260, 64);
+}
+
+TEST_F(Nearest, FastMathMatchesWithinTf32Bounds) {
+  for (const Math math : {Math::fast}) {
+    expect_nearest(1, 1, 1, 0, math);
+    expect_nearest(7, 3, 5, 3, math);
+    expect_nearest(127, 17, 1000, 4, math);
+    expect_nearest(1000, 129, 36, 0, math);
+    expect_nearest(300, 1300, 8, 0, math);
+    expect_nearest(10243, 260, 64, 0, math);
+  }
 }
 
 TEST_F(Nearest, RepeatedRunsAreBitIdentical) {

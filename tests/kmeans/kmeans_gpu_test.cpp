@@ -141,6 +141,28 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   matches_reference<float>(1001, 4, 257, gemm::Algo::automatic, 1e-5);
 }
 
+/// Math::fast (one TF32 product in the fused kernel, from 32 clusters): the true blobs from their centres,
+/// and the inertia of exact math within 1e-5 relative.
+TEST_F(KmeansGpu, FastMathFitsLikeExact) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 20011, d = 68;
+  const int k = 200;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 13);
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_NE("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic, gemm::Math::fast));
+  Params p;
+  p.k = k;
+  p.init = Init::given;
+  p.max_iter = 20;
+  const Result<float> exact = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  p.math = gemm::Math::fast;
+  const Result<float> fast = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fast.labels));
+  EXPECT_NEAR(exact.inertia, fast.inertia, 1e-5 * exact.inertia);
+  EXPECT_LE(relative_difference(fast.centroids, exact.centroids), 1e-5);
+}
+
 /// Both ways of forming the cluster sums (streamed in row order, sorted by label) give the means and
 /// the shift computed in double on the CPU, on column counts that are not multiples of a block's slice,
 /// with and without weights.

@@ -94,10 +94,10 @@ def test_n_init_keeps_the_lowest_inertia():
     fit = skinny._skinny.kmeans_fit
     # n_init runs from the seed and seeds derived from it; the result names the seed of the run kept,
     # which alone gives the same result.
-    one = fit(X, k, "random", None, 50, 1e-4, 11, 1, "auto", True, True, None, None)
-    best = fit(X, k, "random", None, 50, 1e-4, 11, 5, "auto", True, True, None, None)
+    one = fit(X, k, "random", None, 50, 1e-4, 11, 1, "auto", True, True, "exact", None, None)
+    best = fit(X, k, "random", None, 50, 1e-4, 11, 5, "auto", True, True, "exact", None, None)
     assert best["inertia"] <= one["inertia"]
-    again = fit(X, k, "random", None, 50, 1e-4, best["seed"], 1, "auto", True, True, None, None)
+    again = fit(X, k, "random", None, 50, 1e-4, best["seed"], 1, "auto", True, True, "exact", None, None)
     assert again["inertia"] == best["inertia"]
     np.testing.assert_array_equal(best["labels"], again["labels"])
     # The estimator: the first run of n_init=5 is the run of n_init=1 (same random_state).

@@ -114,6 +114,11 @@ def test_sample_weight_of_strings_is_a_type_error():
         skinny.KMeans(2).fit(X, sample_weight=np.array(["a"] * 20))
 
 
+def test_unknown_math_is_refused():
+    with pytest.raises(ValueError, match="math must be 'exact' or 'fast'"):
+        skinny.KMeans(2, math="tf32").fit(X)
+
+
 def test_stop_when_stable_must_be_a_bool():
     with pytest.raises(ValueError, match="stop_when_stable"):
         skinny.KMeans(2, stop_when_stable="yes").fit(X)

@@ -1,6 +1,6 @@
 // The nearest of k centres for each of n points by squared Euclidean distance, with the cross terms
-// x.c on the tensor cores (3xTF32: the accuracy of float arithmetic) and the argmin fused into the
-// GEMM, so the n x k matrix of distances is never written. K-means with many clusters is compute
+// x.c on the tensor cores (3xTF32: the accuracy of float arithmetic, or one TF32 product: Math) and the
+// argmin fused into the GEMM, so the n x k matrix of distances is never written. K-means with many clusters is compute
 // bound in that GEMM; writing and re-reading its result would add two passes over n x k values.
 //
 //   skinny::gemm::NearestArguments a;  a.x = dX; a.n = n; a.d = d; a.c = dC; a.k = k; ...
@@ -15,6 +15,11 @@
 
 namespace skinny::gemm {
 
+/// How the cross terms x.c are multiplied: exact (3xTF32 for float: the accuracy of float arithmetic) or
+/// fast (one TF32 product: a third of the tensor-core work, each product rounded to 11 significant bits,
+/// as TF32 GEMMs compute them; distances close to a tie can then pick the other centre).
+enum class Math { exact, fast };
+
 struct NearestArguments {
   const float* x = nullptr;  ///< n x d row-major points, leading dimension ldx (0: d)
   std::int64_t n = 0, d = 0, ldx = 0;
@@ -26,6 +31,7 @@ struct NearestArguments {
   /// sq_distances[i] = that minimum clamped at 0 (either may be null when not wanted).
   std::int32_t* labels = nullptr;
   float* sq_distances = nullptr;
+  Math math = Math::exact;
 };
 
 /// Whether nearest() can run these arguments on ctx's device, and if not, why: pointers non-null,

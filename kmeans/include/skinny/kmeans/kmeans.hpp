@@ -10,6 +10,7 @@
 
 #include <skinny/gemm/context.hpp>
 #include <skinny/gemm/gemm.hpp>
+#include <skinny/gemm/nearest.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -42,6 +43,11 @@ struct Params {
   std::uint64_t seed = 0;           ///< seeds k-means++ and random initialisation
   /// GEMM for the cross term X C^T: any registry algorithm that can do the shape, or automatic.
   gemm::Algo backend = gemm::Algo::automatic;
+  /// exact: labels as an exact float argmin gives them (3xTF32 on the tensor cores where the distances
+  /// are fused with the argmin). fast: one TF32 product there (about 3x less tensor-core work; a point
+  /// whose two nearest centres are within ~1e-3 relative of each other can take the other one). Only
+  /// float data with many clusters (the fused kernel) computes differently; elsewhere both are exact.
+  gemm::Math math = gemm::Math::exact;
   /// Keep a column-major copy of X (n x d more device memory, made once per fit) for the distance
   /// GEMM, which then reads X along points: the tall-skinny kernels stream that layout faster than
   /// rows (H100, float, 262144 x 4096, k = 16: TSM2 at 95 % of the read ceiling against 84 %). Made
@@ -97,13 +103,13 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
 /// clusters) or the registry name of the GEMM `backend` resolves to. Validates like fit.
 template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                            gemm::Algo backend);
+                            gemm::Algo backend, gemm::Math math = gemm::Math::exact);
 
 /// Labels of the n x d points X (device) for the k x d centroids (host), through `backend`.
 template <class T>
 std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std::int64_t d,
                                   const std::vector<T>& centroids, std::int64_t k,
-                                  gemm::Algo backend = gemm::Algo::automatic);
+                                  gemm::Algo backend = gemm::Algo::automatic, gemm::Math math = gemm::Math::exact);
 
 /// Gaussian blobs generated on the GPU: point i belongs to blob i % k; centres uniform in
 /// [-center_box, center_box]^d; each coordinate N(centre, stddev^2). A pure function of the seed.
