@@ -42,6 +42,24 @@ __global__ void row_sq_norms_kernel(const T* __restrict__ x, std::int64_t n, std
   if (lane == 0) out[row] = static_cast<T>(s);
 }
 
+template <class T>
+__global__ void label_sq_distances_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
+                                          const T* __restrict__ c, const std::int32_t* __restrict__ labels,
+                                          T* __restrict__ out) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const T* r = x + row * d;
+  const T* cr = c + static_cast<std::int64_t>(labels[row]) * d;
+  double s = 0;
+  for (std::int64_t j = lane; j < d; j += 32) {
+    const double v = static_cast<double>(r[j]) - static_cast<double>(cr[j]);
+    s += v * v;
+  }
+  s = warp_sum(s);
+  if (lane == 0) out[row] = static_cast<T>(s);
+}
+
 /// part[piece][j] = sum over this piece's rows of f(x_ij); pieces are fixed row ranges, so the order of
 /// every sum is fixed. f(x) = x (pass 1) or (x - mean_j)^2 (pass 2).
 template <class T>
@@ -246,6 +264,13 @@ void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, T* out, cudaStream
 }
 
 template <class T>
+void label_sq_distances(const T* x, std::int64_t n, std::int64_t d, const T* c, const std::int32_t* labels, T* out,
+                        cudaStream_t stream) {
+  label_sq_distances_kernel<<<blocks_for_warps(n), kThreads, 0, stream>>>(x, n, d, c, labels, out);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
 double mean_feature_variance(const T* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
   const std::int64_t pieces = std::min<std::int64_t>(n, 256);
   const std::int64_t rows_per_piece = (n + pieces - 1) / pieces;
@@ -339,6 +364,8 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
 
 #define SKINNY_KMEANS_ASSIGN(T)                                                                                  \
   template void row_sq_norms(const T*, std::int64_t, std::int64_t, T*, cudaStream_t);                          \
+  template void label_sq_distances(const T*, std::int64_t, std::int64_t, const T*, const std::int32_t*, T*,       \
+                                   cudaStream_t);                                                               \
   template double mean_feature_variance(const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
   template void argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int32_t*, T*, int*,       \
                        cudaStream_t);                                                                           \

@@ -28,6 +28,12 @@ inline int multiprocessors() {
 template <class T>
 void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, T* out, cudaStream_t stream);
 
+/// out[i] = ||x_i - c_{labels[i]}||^2 computed directly (differences squared and added in double), not by the
+/// distance trick, whose cancellation costs accuracy: the inertia fit reports.
+template <class T>
+void label_sq_distances(const T* x, std::int64_t n, std::int64_t d, const T* c, const std::int32_t* labels, T* out,
+                        cudaStream_t stream);
+
 /// Mean over features of the population variance of each column of x (two passes, double).
 template <class T>
 double mean_feature_variance(const T* x, std::int64_t n, std::int64_t d, cudaStream_t stream);

@@ -42,8 +42,13 @@ SKINNY_HOST_DEVICE inline unsigned long long fixed_low(long long s) {
 }
 
 #if defined(__CUDACC__)
-/// q = round(v * scale), scale a power of two (an exact product).
-__device__ __forceinline__ long long to_fixed(double v, double scale) { return __double2ll_rn(v * scale); }
+/// q = round(v * scale), scale a power of two (an exact product), for |v * scale| < 2^51: adding 1.5 x 2^52
+/// leaves the rounded integer in the low bits of the double (one FMA and one integer subtraction instead
+/// of a conversion, which runs at a quarter of the FMA rate).
+__device__ __forceinline__ long long to_fixed(double v, double scale) {
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 x 2^52
+  return __double_as_longlong(__fma_rn(v, scale, kMagic)) - __double_as_longlong(kMagic);
+}
 
 /// Adds a 64-bit partial sum into an element's (high, low) accumulators.
 __device__ __forceinline__ void add_fixed(unsigned long long* hi, unsigned long long* lo, long long s) {

@@ -269,8 +269,10 @@ class Lloyd {
         break;
       }
     }
-    // Labels and inertia for the centroids returned (scikit-learn does the same final assignment).
+    // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the
+    // inertia from direct differences, whatever precision the assignment's distances had.
     assign();
+    detail::label_sq_distances(x_, n_, d_, c_.data(), labels_.data(), mindist_.data(), stream);
     result.inertia = detail::sum(mindist_.data(), n_, stream, weights());
     result.labels = labels_.to_host();
     result.centroids = c_.to_host();

@@ -79,7 +79,7 @@ struct Result {
   std::int64_t k = 0, d = 0;
   std::vector<T> centroids;           ///< k x d row-major
   std::vector<std::int32_t> labels;   ///< n: index of the nearest centroid (ties: the lowest index)
-  double inertia = 0;                 ///< with the returned centroids and labels
+  double inertia = 0;                 ///< of the returned centroids and labels, from direct differences
   int n_iter = 0;                     ///< iterations run
   bool converged = false;             ///< stopped by tol, or by an iteration that changed no label
   std::uint64_t seed = 0;             ///< the seed of the run returned (of n_init)
