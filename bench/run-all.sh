@@ -5,9 +5,11 @@
 # half, double), TSM2 against cuBLAS and the read ceiling with the V0-V3 ablation, K-means end to end
 # over n (the paper's Fig. 8: d = 4096, k = 16, 100 iterations, float and double, tsm2 and cuBLAS), the
 # main job with --compare, the many-clusters case, and (when built) the ABFT encoding sweep and fault
-# campaign. Each JSON records device, driver, CUDA version, date and git commit. Prints a table last;
-# OUTDIR/results.tgz holds every JSON and log. Plot with: python3 bench/plot.py OUTDIR/json bench/figures
-#   RUN_ALL_SKIP="ladder tsm2 kmeans abft"   parts to skip
+# campaign, and K-means against flash-kmeans and a PyTorch Lloyd on a reduced grid (Python: skinny.KMeans,
+# flash-kmeans from the wheels carried in .wheels/, see bench/README-kmeans.md). Each JSON records device,
+# driver, CUDA version, date and git commit. Prints a table last; OUTDIR/results.tgz holds every JSON and log.
+# Plot with: python3 bench/plot.py OUTDIR/json bench/figures (the K-means comparison: bench/plot_kmeans.py)
+#   RUN_ALL_SKIP="ladder tsm2 kmeans abft kmeans_vs_flash"   parts to skip
 set -uo pipefail
 out=${1:?usage: bench/run-all.sh OUTDIR [build]}
 mkdir -p "$out/json" "$out/logs"; out=$(cd "$out" && pwd)
@@ -105,6 +107,29 @@ if [[ $skip != *" abft "* ]] && [ -x "$apps/abft-encode" ]; then
   step abft-gemm_overhead_8192 "$apps/abft-gemm" --size 8192 --trials 10 --clean-trials 10 --seed 2 \
     --json "$out/json/abft-gemm_overhead_8192.json"
   grep -h "overhead" "$out/logs/abft-gemm_overhead_8192.log" >>"$summary"
+fi
+
+if [[ $skip != *" kmeans_vs_flash "* ]]; then
+  # skinny.KMeans against flash-kmeans and a PyTorch Lloyd, reduced grid, about 5 minutes (the whole grid:
+  # bench/README-kmeans.md). The Python package is installed from this tree unless the installed one has the
+  # benchmark's API already; flash-kmeans from the carried wheels (this machine may have no network).
+  if ! python3 bench/kmeans_bench.py --check-api >/dev/null 2>&1; then
+    step python_install env CUDAARCHS=native CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+      python3 -m pip install --no-build-isolation .
+  fi
+  if compgen -G ".wheels/*.whl" >/dev/null; then
+    step wheels_install python3 -m pip install --no-deps --no-index .wheels/*.whl
+  else
+    echo "kmeans_vs_flash: no .wheels/*.whl here: flash-kmeans only if it is installed already" | tee -a "$summary"
+  fi
+  step kmeans_vs_flash env PYTHONUNBUFFERED=1 python3 bench/kmeans_bench.py --n 2^18,2^22 --d 16,128,4096 \
+    --k 16,1024 --dtypes float32,float16 --time-budget 200 --json "$out/json/kmeans_vs_flash.json"
+  step kmeans_vs_flash_large_k env PYTHONUNBUFFERED=1 python3 bench/kmeans_bench.py --n 2^20,2^22 --d 16,128 \
+    --k 8192 --dtypes float32,float16 --time-budget 100 --json "$out/json/kmeans_vs_flash_large_k.json"
+  grep -h "^summary" "$out"/logs/kmeans_vs_flash*.log >>"$summary"
+  if compgen -G "$out/json/kmeans_vs_flash*.json" >/dev/null; then
+    step kmeans_vs_flash_plot python3 bench/plot_kmeans.py "$out"/json/kmeans_vs_flash*.json --out "$out/figures"
+  fi
 fi
 
 # The copy meant for the repository: K-means centroids (k x d values) and labels (n values) replaced
