@@ -1,4 +1,4 @@
-"""skinny: Lloyd K-means and tall-and-skinny GEMM on NVIDIA GPUs.
+"""skinny: Lloyd K-means, tall-and-skinny GEMM and algorithm-based fault tolerance on NVIDIA GPUs.
 
 A thin Python layer over skinny's C++/CUDA library (the extension module ``skinny._skinny``, built with
 nanobind). Host data (NumPy) is copied to the GPU; CUDA arrays (CuPy, PyTorch) are used in place.
@@ -6,14 +6,15 @@ nanobind). Host data (NumPy) is copied to the GPU; CUDA arrays (CuPy, PyTorch) a
     >>> import skinny
     >>> km = skinny.KMeans(n_clusters=16, random_state=0).fit(X)   # X: (n, d) float32/float64
     >>> km.labels_, km.cluster_centers_, km.inertia_
+    >>> C, report = skinny.abft.protected_gemm(A, B)                 # C = A B, checked against its checksums
 """
 
-from . import _skinny
+from . import _skinny, abft
 from ._skinny import __version__
 from .gemm import algorithms, gemm
 from .kmeans import KMeans
 
-__all__ = ["KMeans", "gemm", "algorithms", "cuda_available", "device_count", "__version__"]
+__all__ = ["KMeans", "gemm", "algorithms", "abft", "cuda_available", "device_count", "__version__"]
 
 
 def device_count() -> int:

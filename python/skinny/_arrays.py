@@ -131,6 +131,28 @@ def synchronize_producer(x: Any) -> None:
         torch.cuda.current_stream(x.device).synchronize()
 
 
+def require_cuda(what: str) -> None:
+    """RuntimeError naming `what` when no CUDA device is visible: the one message of every entry point."""
+    if _skinny.cuda_device_count() == 0:
+        raise RuntimeError(f"{what} needs a CUDA device and none is visible (no GPU, no driver, or "
+                           f"CUDA_VISIBLE_DEVICES hides them)")
+
+
+def empty_like(x: Any, shape: tuple, what: str) -> Any:
+    """A new array of x's kind (NumPy, or x's CUDA library on x's device) and dtype."""
+    if isinstance(x, np.ndarray):
+        return np.empty(shape, dtype=x.dtype)
+    library = _library(x)
+    if library == "cupy":
+        import cupy
+        with cupy.cuda.Device(x.device.id):
+            return cupy.empty(shape, dtype=x.dtype)
+    if library == "torch":
+        import torch
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
+    raise TypeError(f"{what}: cannot allocate the result for a {type(x).__name__}; pass out=")
+
+
 def float_dtype_of(x: Any) -> np.dtype:
     """The NumPy dtype of a checked array (host or CUDA)."""
     if isinstance(x, np.ndarray):

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import numpy as np
 
 from . import _skinny
-from ._arrays import _c_contiguous, _library, is_cuda_array, synchronize_producer
+from ._arrays import _c_contiguous, empty_like, is_cuda_array, synchronize_producer
 
 
 def algorithms() -> list[str]:
@@ -36,7 +36,7 @@ def gemm(a: Any, b: Any, *, algo: str = "auto", out: Optional[Any] = None) -> An
     if k != k2:
         raise ValueError(f"gemm: shapes {(m, k)} and {(k2, n)} do not multiply")
     if out is None:
-        out = _empty_like(a, (m, n))
+        out = empty_like(a, (m, n), "gemm")
     else:
         o_shape, o_dtype = _describe(out, "out")
         if o_shape != (m, n) or o_dtype != dtype:
@@ -62,16 +62,3 @@ def _describe(x: Any, name: str):
     if not _c_contiguous(shape, cai.get("strides"), dtype.itemsize):
         raise ValueError(f"gemm: {name} must be C-contiguous (row-major); make a contiguous copy first")
     return shape, dtype
-
-
-def _empty_like(a: Any, shape: tuple) -> Any:
-    """A new CUDA array of a's library, dtype and device."""
-    library = _library(a)
-    if library == "cupy":
-        import cupy
-        with cupy.cuda.Device(a.device.id):
-            return cupy.empty(shape, dtype=a.dtype)
-    if library == "torch":
-        import torch
-        return torch.empty(shape, dtype=a.dtype, device=a.device)
-    raise TypeError(f"gemm: cannot allocate the result for a {type(a).__name__}; pass out=")

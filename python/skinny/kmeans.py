@@ -9,7 +9,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from . import _skinny
-from ._arrays import check_array, float_dtype_of, shape_of, to_host
+from ._arrays import check_array, float_dtype_of, require_cuda, shape_of, to_host
 from ._base import BaseEstimator, ClusterMixin, NotFittedError, TransformerMixin, check_random_state
 
 _INITS = ("k-means++", "random")
@@ -228,9 +228,7 @@ def _check_sample_weight(sample_weight: Any, n_samples: int) -> Optional[np.ndar
 
 
 def _require_cuda() -> None:
-    if _skinny.cuda_device_count() == 0:
-        raise RuntimeError("skinny.KMeans needs a CUDA device and none is visible (no GPU, no driver, or "
-                           "CUDA_VISIBLE_DEVICES hides them)")
+    require_cuda("skinny.KMeans")
 
 
 def _print_iteration(iteration: int, inertia: float, shift: float, ms: float) -> None:

@@ -22,11 +22,16 @@ namespace nb = nanobind;
 
 /// A 2-D C-contiguous array of any dtype, on the host or a CUDA device.
 using Matrix = nb::ndarray<nb::ndim<2>, nb::c_contig>;
+/// The same, read-only: for inputs that are never written, so that read-only NumPy arrays are accepted.
+using ConstMatrix = nb::ndarray<nb::ro, nb::ndim<2>, nb::c_contig>;
 
-inline bool on_cuda(const Matrix& a) { return a.device_type() == nb::device::cuda::value; }
+template <class Array>
+bool on_cuda(const Array& a) {
+  return a.device_type() == nb::device::cuda::value;
+}
 
-template <class T>
-bool holds(const Matrix& a) {
+template <class T, class Array>
+bool holds(const Array& a) {
   return a.dtype() == nb::dtype<T>();
 }
 
@@ -34,9 +39,12 @@ bool holds(const Matrix& a) {
 /// so that a CuPy array on device 1 is worked on by device 1.
 class DeviceScope {
  public:
-  explicit DeviceScope(const Matrix& a) {
+  template <class Array>
+  explicit DeviceScope(const Array& a) : DeviceScope(on_cuda(a) ? int(a.device_id()) : -1) {}
+  /// Makes `device` the current one for this scope (-1: leaves the current one).
+  explicit DeviceScope(int device) {
     SKINNY_CUDA_TRY(cudaGetDevice(&previous_));
-    if (on_cuda(a) && a.device_id() != previous_) SKINNY_CUDA_TRY(cudaSetDevice(a.device_id()));
+    if (device >= 0 && device != previous_) SKINNY_CUDA_TRY(cudaSetDevice(device));
   }
   ~DeviceScope() { cudaSetDevice(previous_); }  // never throw from a destructor
   DeviceScope(const DeviceScope&) = delete;
@@ -50,7 +58,8 @@ class DeviceScope {
 template <class T>
 class DeviceMatrix {
  public:
-  explicit DeviceMatrix(const Matrix& a)
+  template <class Array>
+  explicit DeviceMatrix(const Array& a)
       : rows(static_cast<std::int64_t>(a.shape(0))), cols(static_cast<std::int64_t>(a.shape(1))) {
     if (!holds<T>(a)) throw std::invalid_argument("internal: array dtype does not match the dispatch");
     if (on_cuda(a)) {
@@ -67,6 +76,40 @@ class DeviceMatrix {
  private:
   DeviceBuffer<T> copy_;
   const T* data_ = nullptr;
+};
+
+/// A rows x cols matrix the device writes: the CUDA array itself, or for a host array a device copy (with
+/// the host values when `copy_in`) that copy_back() or copy_back_element() writes back to the host.
+template <class T>
+class DeviceTarget {
+ public:
+  DeviceTarget(const Matrix& a, bool copy_in)
+      : rows(static_cast<std::int64_t>(a.shape(0))), cols(static_cast<std::int64_t>(a.shape(1))) {
+    if (!holds<T>(a)) throw std::invalid_argument("internal: array dtype does not match the dispatch");
+    if (on_cuda(a)) {
+      data_ = static_cast<T*>(a.data());
+      return;
+    }
+    host_ = static_cast<T*>(a.data());
+    copy_ = DeviceBuffer<T>(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+    if (copy_in) SKINNY_CUDA_TRY(cudaMemcpy(copy_.data(), host_, copy_.bytes(), cudaMemcpyHostToDevice));
+    data_ = copy_.data();
+  }
+  T* data() noexcept { return data_; }
+  /// All of it to the host array (nothing for a CUDA array). Call after the work on it has finished.
+  void copy_back() {
+    if (host_) SKINNY_CUDA_TRY(cudaMemcpy(host_, data_, copy_.bytes(), cudaMemcpyDeviceToHost));
+  }
+  /// The element at `offset` (row-major) to the host array (nothing for a CUDA array).
+  void copy_back_element(std::int64_t offset) {
+    if (host_) SKINNY_CUDA_TRY(cudaMemcpy(host_ + offset, data_ + offset, sizeof(T), cudaMemcpyDeviceToHost));
+  }
+  const std::int64_t rows, cols;
+
+ private:
+  DeviceBuffer<T> copy_;
+  T* host_ = nullptr;
+  T* data_ = nullptr;
 };
 
 /// The values of a host array (centroids), row-major.
