@@ -50,6 +50,11 @@ void check_params(const Params& p) {
   if (p.max_iter < 1) throw std::invalid_argument("kmeans: max_iter = " + std::to_string(p.max_iter) + " must be >= 1");
   if (!(p.tol >= 0) || !std::isfinite(p.tol))
     throw std::invalid_argument("kmeans: tol = " + std::to_string(p.tol) + " must be finite and >= 0");
+  if (!(p.init_oversampling > 0) || !std::isfinite(p.init_oversampling))
+    throw std::invalid_argument("kmeans: init_oversampling = " + std::to_string(p.init_oversampling) +
+                                " must be finite and > 0");
+  if (p.init_rounds < 1)
+    throw std::invalid_argument("kmeans: init_rounds = " + std::to_string(p.init_rounds) + " must be >= 1");
 }
 
 /// From this many clusters on, Algo::automatic computes distances and argmin in one fused tensor-core
@@ -197,11 +202,16 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
   }
   detail::row_sq_norms(x, n, d, xnorm.data(), stream);
   const double tol_scaled = params.tol > 0 ? params.tol * detail::mean_feature_variance(x, n, d, stream) : 0.0;
-  switch (params.init) {
+  switch (resolve_init(params.init, k)) {
     case Init::given: c.copy_from(initial_centroids); break;
     case Init::random: detail::init_random(ctx, x, n, d, k, params.seed, c.data()); break;
     case Init::kmeans_plus_plus:
-      detail::init_kmeans_plus_plus(ctx, x, n, d, k, params.seed, xnorm.data(), c.data());
+      detail::init_kmeans_plus_plus(ctx, x, n, d, k, params.seed, xnorm.data(), c.data(), params.init_progress);
+      break;
+    case Init::kmeans_parallel:
+    case Init::automatic:  // resolved to one of the others
+      detail::init_kmeans_parallel(ctx, x, n, d, k, params.seed, params.init_oversampling, params.init_rounds,
+                                   xnorm.data(), c.data(), params.init_progress);
       break;
   }
   stop.record(stream);
