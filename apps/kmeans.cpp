@@ -33,7 +33,7 @@ struct KmeansOptions {
   int iters = 100;
   double tol = 1e-4;
   bool tol_given = false;         ///< without it, synthetic data runs all --iters (tol 0)
-  std::string init = "k-means++";
+  std::string init = "auto";
   std::string init_centroids;     ///< file of k x d initial centroids (implies --init given)
   std::string sample_weight;      ///< file of n weights (.npy 1-D or n x 1, .csv); empty: 1 each
   int n_init = 1;
@@ -69,7 +69,12 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
                  "Stop when the squared centroid shift <= tol x mean feature variance, or when an iteration changes "
                  "no label (any tol); synthetic data runs all --iters unless --tol is given")
       ->capture_default_str();
-  app.add_option("--init", o.init, "Initial centroids")->check(CLI::IsMember({"k-means++", "kmeans++", "random"}))->capture_default_str();
+  app.add_option("--init", o.init,
+                 "Initial centroids: k-means++ (greedy D^2 sampling, one centre at a time), k-means|| (scalable "
+                 "k-means++: a few rounds of sampling many at once, then reduced to k), random, or auto (k-means|| "
+                 "from " + std::to_string(kmeans::kParallelInitMinClusters) + " clusters on, k-means++ below)")
+      ->check(CLI::IsMember({"auto", "k-means++", "kmeans++", "k-means||", "random"}))
+      ->capture_default_str();
   app.add_option("--init-centroids", o.init_centroids, "File of k x d initial centroids (.npy or .csv)");
   app.add_option("--n-init", o.n_init, "Runs from different seeds; the lowest inertia is kept (one with --init-centroids)")
       ->check(CLI::Range(1, 1000))->capture_default_str();
@@ -83,13 +88,25 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_flag("--no-column-copy", o.no_column_copy,
                "Run the distance GEMM on X's rows, without the column-major copy of X (n x d more memory)");
   app.add_flag("--compare", o.compare, "Run cuBLAS and every custom backend that can do the shape; print the end-to-end table");
-  app.add_flag("--progress", o.progress, "Print a line per iteration (inertia, centroid shift, time)");
+  app.add_flag("--progress", o.progress,
+               "Print a line per iteration (inertia, centroid shift, time) and per initialisation step (k-means|| "
+               "round, every 256 centres of k-means++ or of the k-means|| reduction)");
   add_common_options(app, o.common, {"float", "double"});
 }
 
 kmeans::Init init_of(const KmeansOptions& o) {
   if (!o.init_centroids.empty()) return kmeans::Init::given;
-  return o.init == "random" ? kmeans::Init::random : kmeans::Init::kmeans_plus_plus;
+  if (o.init == "random") return kmeans::Init::random;
+  if (o.init == "k-means||") return kmeans::Init::kmeans_parallel;
+  if (o.init == "auto") return kmeans::Init::automatic;
+  return kmeans::Init::kmeans_plus_plus;
+}
+
+/// The initialisation as printed: "auto -> k-means||" when auto chose.
+std::string init_description(const KmeansOptions& o) {
+  const kmeans::Init init = init_of(o);
+  const std::string resolved = kmeans::to_string(kmeans::resolve_init(init, o.k));
+  return init == kmeans::Init::automatic ? "auto -> " + resolved : resolved;
 }
 
 /// Reads and checks everything a file or the flags can get wrong, before any GPU work.
@@ -157,7 +174,12 @@ double device_bytes(const KmeansOptions& o) {
          + n * (3 * sizeof(T) + 4 * 5)         // norms, distances, g for k-means++, labels, sort keys and indices
          + (n / 256 + k + 1) * d * 8           // partial sums of the update
          + k * d * (2 * sizeof(T) + 16)        // centroids and their sums
-         + chunk * k * sizeof(T) + (64 << 20);  // cross terms of a chunk, library scratch
+         + chunk * k * sizeof(T) + (64 << 20)  // cross terms of a chunk, library scratch
+         // k-means||: per point two distances, two labels, a flag and a candidate index; the candidates'
+         // rows (about 10k of them with the default 5 rounds of 2k) and the reduction's distances
+         + (kmeans::resolve_init(init_of(o), o.k) == kmeans::Init::kmeans_parallel
+                ? n * (2 * sizeof(T) + 17) + std::min(n, 1 + 10 * k) * (d * sizeof(T) + 16 * 8)
+                : 0.0);
 }
 
 struct Run {
@@ -266,10 +288,17 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
               o.common.precision.c_str(), o.k, resolved.c_str(),
               synthetic ? ("synthetic blobs (seed " + std::to_string(o.common.seed) + ")").c_str() : o.input.c_str());
   std::fflush(stdout);
-  if (o.progress)
+  if (o.progress) {
     p.progress = [](const kmeans::IterationInfo& i) {
       std::printf("  iter %4d  inertia %.6e  shift %.3e  %.3f ms\n", i.iteration, i.inertia, i.shift, i.ms);
     };
+    p.init_progress = [](const kmeans::InitProgress& i) {
+      std::printf("  init %s %lld/%lld", i.stage, static_cast<long long>(i.step), static_cast<long long>(i.of));
+      if (i.candidates > 0) std::printf("  candidates %lld", static_cast<long long>(i.candidates));
+      std::printf("  %.1f ms\n", i.ms);
+      std::fflush(stdout);
+    };
+  }
   const kmeans::Result<T> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
   const Run main_run = summarise(o.backend, r);
 
@@ -312,7 +341,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
               r.inertia, o.n_init > 1 && o.init_centroids.empty() ? (" (best of " + std::to_string(o.n_init) + " runs)").c_str() : "");
   std::printf("set-up, not in the iteration times: init %.1f ms (%s%s), first assignment %.1f ms (plans the GEMM, "
               "loads the kernels)\n",
-              r.timing.init_ms, o.init_centroids.empty() ? o.init.c_str() : "given centroids",
+              r.timing.init_ms, o.init_centroids.empty() ? init_description(o).c_str() : "given centroids",
               r.column_copy ? ", column-major copy of X" : "", r.timing.setup_ms);
   double ari = NAN;
   if (synthetic) {
@@ -321,7 +350,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
   }
   if (o.compare) {
     std::printf("\nend to end, %d iterations at most from the same initial centroids (%s, seed %llu):\n", p.max_iter,
-                o.init_centroids.empty() ? o.init.c_str() : "given", static_cast<unsigned long long>(p.seed));
+                o.init_centroids.empty() ? init_description(o).c_str() : "given", static_cast<unsigned long long>(p.seed));
     std::printf("%-12s %10s %10s %10s %10s %9s %8s %13s\n", "backend", "ms/iter", "distances", "argmin", "update",
                 "speedup", "iters", "labels!=cuBLAS");
     for (const Run& run : compared) {
@@ -342,7 +371,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
     json.begin_object().field("benchmark", "kmeans").field("precision", o.common.precision);
     write_environment(json);
     json.field("n", o.n).field("d", o.d).field("k", o.k).field("backend", o.backend).field("backend_resolved", resolved)
-        .field("math", o.math).field("init", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
+        .field("math", o.math).field("init", kmeans::to_string(kmeans::resolve_init(init_of(o), o.k)))
+        .field("init_option", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
         .field("max_iter", o.iters).field("n_init", o.n_init).field("seed_of_best_run", r.seed)
         .field("sample_weight", o.sample_weight.empty() ? "none" : o.sample_weight)
         .field("data", synthetic ? "blobs" : o.input);

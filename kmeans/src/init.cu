@@ -46,7 +46,8 @@ void init_random(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::
 
 template <class T>
 void init_kmeans_plus_plus(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                           std::uint64_t seed, const T* xnorm, T* c) {
+                           std::uint64_t seed, const T* xnorm, T* c, const InitProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
   const cudaStream_t stream = ctx.stream();
   std::uint64_t state = splitmix64(seed ^ 0x4b4d45414e53ull);
   // Greedy k-means++ (scikit-learn's): 2 + ln k candidates per step, keep the one that lowers the
@@ -117,14 +118,18 @@ void init_kmeans_plus_plus(Context& ctx, const T* x, std::int64_t n, std::int64_
     copy_row(c + i * d, x, picks[static_cast<std::size_t>(best)], d, stream);
     min_distance_update(d2.data(), g.data() + best, trials, xnorm, cnorms[static_cast<std::size_t>(best)], n, false,
                         stream);
+    if (progress && ((i + 1) % kInitProgressEvery == 0 || i + 1 == k)) {
+      SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+      progress(InitProgress{"k-means++", i + 1, k, 0, ms_since(start)});
+    }
   }
 }
 
 template void init_random(Context&, const float*, std::int64_t, std::int64_t, std::int64_t, std::uint64_t, float*);
 template void init_random(Context&, const double*, std::int64_t, std::int64_t, std::int64_t, std::uint64_t, double*);
 template void init_kmeans_plus_plus(Context&, const float*, std::int64_t, std::int64_t, std::int64_t, std::uint64_t,
-                                    const float*, float*);
+                                    const float*, float*, const InitProgressFn&);
 template void init_kmeans_plus_plus(Context&, const double*, std::int64_t, std::int64_t, std::int64_t, std::uint64_t,
-                                    const double*, double*);
+                                    const double*, double*, const InitProgressFn&);
 
 }  // namespace skinny::kmeans::detail

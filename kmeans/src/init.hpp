@@ -2,19 +2,48 @@
 #pragma once
 
 #include <skinny/gemm/context.hpp>
+#include <skinny/kmeans/kmeans.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 
 namespace skinny::kmeans::detail {
+
+using InitProgressFn = std::function<void(const InitProgress&)>;
+
+/// Centres chosen between two progress reports of k-means++ and of the k-means|| reduction.
+inline constexpr std::int64_t kInitProgressEvery = 256;
+
+/// Host milliseconds since `start` (the progress reports' clock).
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// k distinct points of x drawn uniformly.
 template <class T>
 void init_random(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_t seed, T* c);
 
 /// k-means++: the first centre uniform, each next one with probability proportional to its squared
-/// distance to the nearest centre chosen so far. `xnorm` holds ||x_i||^2.
+/// distance to the nearest centre chosen so far. `xnorm` holds ||x_i||^2. `progress` (may be empty)
+/// hears every kInitProgressEvery centres and the last.
 template <class T>
 void init_kmeans_plus_plus(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                           std::uint64_t seed, const T* xnorm, T* c);
+                           std::uint64_t seed, const T* xnorm, T* c, const InitProgressFn& progress = {});
+
+/// How k-means|| reduces its weighted candidates to k: automatic decides by greedy_reduction
+/// (init_parallel_rules.hpp); the others force one way (for the tests).
+enum class Reduction { automatic, greedy, weighted_sample };
+
+/// k-means|| (Bahmani et al. 2012), init_parallel.cu: the first centre uniform; `rounds` rounds each
+/// sampling every point independently with probability min(1, l d2 / phi), l = oversampling x k; the
+/// candidates weighted by the points nearest to each; reduced to k (greedy weighted k-means++, or a
+/// weighted sample for very many), or topped up with distinct random points when fewer than k came out.
+/// `xnorm` holds ||x_i||^2. `progress` (may be empty) hears every round and every kInitProgressEvery
+/// centres of the reduction.
+template <class T>
+void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                          std::uint64_t seed, double oversampling, int rounds, const T* xnorm, T* c,
+                          const InitProgressFn& progress = {}, Reduction reduction = Reduction::automatic);
 
 }  // namespace skinny::kmeans::detail

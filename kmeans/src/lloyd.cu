@@ -53,6 +53,11 @@ void check_params(const Params& p) {
   if (p.n_init < 1) throw std::invalid_argument("kmeans: n_init = " + std::to_string(p.n_init) + " must be >= 1");
   if (!(p.tol >= 0) || !std::isfinite(p.tol))
     throw std::invalid_argument("kmeans: tol = " + std::to_string(p.tol) + " must be finite and >= 0");
+  if (!(p.init_oversampling > 0) || !std::isfinite(p.init_oversampling))
+    throw std::invalid_argument("kmeans: init_oversampling = " + std::to_string(p.init_oversampling) +
+                                " must be finite and > 0");
+  if (p.init_rounds < 1)
+    throw std::invalid_argument("kmeans: init_rounds = " + std::to_string(p.init_rounds) + " must be >= 1");
 }
 
 /// From this many clusters on, Algo::automatic computes distances and argmin in one fused tensor-core
@@ -219,11 +224,16 @@ class Lloyd {
     result.column_copy = xt_.size() > 0;
     CudaEvent start, stop;
     start.record(stream);
-    switch (params_.init) {
+    switch (resolve_init(params_.init, k_)) {
       case Init::given: c_.copy_from(initial_centroids); break;
       case Init::random: detail::init_random(ctx_, x_, n_, d_, k_, seed, c_.data()); break;
       case Init::kmeans_plus_plus:
-        detail::init_kmeans_plus_plus(ctx_, x_, n_, d_, k_, seed, xnorm_.data(), c_.data());
+        detail::init_kmeans_plus_plus(ctx_, x_, n_, d_, k_, seed, xnorm_.data(), c_.data(), params_.init_progress);
+        break;
+      case Init::kmeans_parallel:
+      case Init::automatic:  // resolved to one of the others
+        detail::init_kmeans_parallel(ctx_, x_, n_, d_, k_, seed, params_.init_oversampling, params_.init_rounds,
+                                     xnorm_.data(), c_.data(), params_.init_progress);
         break;
     }
     stop.record(stream);

@@ -12,7 +12,7 @@ from . import _skinny
 from ._arrays import check_array, float_dtype_of, require_cuda, shape_of, to_host
 from ._base import BaseEstimator, ClusterMixin, NotFittedError, TransformerMixin, check_random_state
 
-_INITS = ("k-means++", "random")
+_INITS = ("k-means++", "k-means||", "random")
 
 
 class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
@@ -26,9 +26,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     ----------
     n_clusters : int, default 8
         Number of clusters, 1 <= n_clusters <= n_samples.
-    init : {"k-means++", "random"} or array of shape (n_clusters, n_features), default "k-means++"
-        Initial centres: k-means++ seeding or k distinct random samples (both on the GPU, from a seed
-        drawn from ``random_state``), or the given centres.
+    init : {"k-means++", "k-means||", "random"} or array of shape (n_clusters, n_features), default "k-means++"
+        Initial centres: k-means++ seeding, k-means|| (scalable k-means++, cuML's default: a few rounds
+        that each sample about 2 x n_clusters points at once, then reduced to n_clusters, instead of a
+        pass over the data per centre) or k distinct random samples (all on the GPU, from a seed drawn
+        from ``random_state``), or the given centres.
     n_init : int or "auto", default 1
         Runs with different seeds; the one with the lowest inertia is kept. "auto": 10 for
         ``init="random"``, 1 otherwise (scikit-learn's rule). Given centres run once.
@@ -155,8 +157,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"n_clusters must be an integer >= 1, got {self.n_clusters!r}")
         if isinstance(self.init, str):
             if self.init not in _INITS:
-                raise ValueError(f"init must be 'k-means++', 'random' or an array of shape (n_clusters, n_features), "
-                                 f"got {self.init!r}")
+                raise ValueError(f"init must be 'k-means++', 'k-means||', 'random' or an array of shape "
+                                 f"(n_clusters, n_features), got {self.init!r}")
         if not (self.n_init == "auto" or (_is_int(self.n_init) and self.n_init >= 1)):
             raise ValueError(f"n_init must be an integer >= 1 or 'auto', got {self.n_init!r}")
         if self.math not in ("exact", "fast"):

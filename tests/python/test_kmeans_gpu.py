@@ -80,7 +80,7 @@ def test_float32_blobs_match_sklearn_and_the_truth():
     assert adjusted_rand_score(truth, ours.labels_) == 1.0
 
 
-@pytest.mark.parametrize("init", ["k-means++", "random"])
+@pytest.mark.parametrize("init", ["k-means++", "k-means||", "random"])
 def test_library_initialisations_find_separated_blobs(init):
     X, truth = sklearn_datasets.make_blobs(n_samples=3000, centers=5, n_features=8, random_state=2)
     km = skinny.KMeans(5, init=init, n_init=5, random_state=0).fit(X)

@@ -85,6 +85,11 @@ def test_bad_parameters(params):
         skinny.KMeans(**{"n_clusters": 2, **params}).fit(X)
 
 
+@pytest.mark.parametrize("init", ["k-means++", "k-means||", "random"])
+def test_library_initialisations_pass_the_checks(init):
+    skinny.KMeans(2, init=init)._check_params()  # raises ValueError for an unknown name ("kmeans||" above)
+
+
 def test_given_init_must_be_n_clusters_by_n_features():
     with pytest.raises(ValueError, match=r"\(2, 3\)"):
         skinny.KMeans(2, init=np.zeros((3, 3))).fit(X)
@@ -134,7 +139,7 @@ def test_library_errors_translate_to_python_exceptions():
     # std::invalid_argument from the C++ library arrives as ValueError with the library's message.
     with pytest.raises(ValueError, match="unknown GEMM algorithm 'bogus'"):
         skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, [1], "bogus", True, None)
-    with pytest.raises(ValueError, match="unknown init"):
+    with pytest.raises(ValueError, match=r"unknown init 'kmeans\|\|' \(valid: k-means\+\+, k-means\|\|, random"):
         skinny._skinny.kmeans_fit(X, 2, "kmeans||", None, 10, 0.0, [1], "auto", True, None)
 
 

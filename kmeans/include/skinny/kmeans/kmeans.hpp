@@ -23,6 +23,48 @@ enum class Init {
   kmeans_plus_plus,  ///< k-means++: each next centroid drawn with probability proportional to D(x)^2
   random,            ///< k distinct points drawn uniformly
   given,             ///< the caller's centroids (fit's `initial_centroids`)
+  /// k-means|| (scalable k-means++, Bahmani et al. 2012; cuML's default): a few rounds each sample
+  /// about l = init_oversampling x k points at once with probability proportional to D(x)^2, then the
+  /// candidates, weighted by the points nearest to each, are reduced to k. A few passes over X instead
+  /// of k-means++'s k passes.
+  kmeans_parallel,
+  /// k-means|| from kParallelInitMinClusters clusters on, k-means++ below (see resolve_init).
+  automatic,
+};
+
+/// Init::automatic runs k-means|| from this many clusters on. To be measured on the H100: k-means++
+/// costs k passes over X with several host round trips each (1.25 s at 1M x 128, k = 1024), k-means||
+/// init_rounds passes and a reduction over its candidates; where they cross is not measured yet.
+inline constexpr std::int64_t kParallelInitMinClusters = 64;
+
+/// The initialisation fit runs for `init` with k clusters: `init` itself, or for Init::automatic
+/// kmeans_parallel when k >= kParallelInitMinClusters and kmeans_plus_plus otherwise.
+constexpr Init resolve_init(Init init, std::int64_t k) noexcept {
+  if (init != Init::automatic) return init;
+  return k >= kParallelInitMinClusters ? Init::kmeans_parallel : Init::kmeans_plus_plus;
+}
+
+/// Name of an initialisation, as the programs and the Python package spell it.
+constexpr const char* to_string(Init init) noexcept {
+  switch (init) {
+    case Init::kmeans_plus_plus: return "k-means++";
+    case Init::random: return "random";
+    case Init::given: return "given";
+    case Init::kmeans_parallel: return "k-means||";
+    case Init::automatic: return "auto";
+  }
+  return "?";
+}
+
+/// Progress of a long initialisation, as reported to Params::init_progress.
+struct InitProgress {
+  /// "k-means++" (centres chosen), "k-means|| sampling" (rounds done) or "k-means|| reduction"
+  /// (candidates reduced to k: centres chosen).
+  const char* stage = "";
+  std::int64_t step = 0;        ///< steps of the stage done, 1-based
+  std::int64_t of = 0;          ///< steps of the stage in all
+  std::int64_t candidates = 0;  ///< k-means||: candidates sampled so far (0 for k-means++)
+  double ms = 0;                ///< host wall time since the initialisation began (GPU work to here included)
 };
 
 /// One Lloyd iteration, as reported to Params::progress.
@@ -39,8 +81,15 @@ struct Params {
   /// scikit-learn's meaning: stop once the sum of squared centroid shifts is <= tol times the mean
   /// per-feature variance of X. tol = 0 runs exactly max_iter iterations.
   double tol = 1e-4;
-  Init init = Init::kmeans_plus_plus;
-  std::uint64_t seed = 0;           ///< seeds k-means++ and random initialisation
+  /// How the initial centroids are chosen; automatic: k-means|| for many clusters, k-means++ for few.
+  Init init = Init::automatic;
+  std::uint64_t seed = 0;           ///< seeds k-means++, k-means|| and random initialisation
+  /// k-means||: points sampled per round, in expectation, as a multiple of k (Bahmani et al.'s l = 2k,
+  /// cuML's default). Finite and > 0.
+  double init_oversampling = 2.0;
+  /// k-means||: sampling rounds (Bahmani et al.'s experiments: 5 rounds with l = 2k seed about as well
+  /// as k-means++). With the default l, at most about 10k candidates in expectation. >= 1.
+  int init_rounds = 5;
   /// GEMM for the cross term X C^T: any registry algorithm that can do the shape, or automatic.
   gemm::Algo backend = gemm::Algo::automatic;
   /// exact: labels as an exact float argmin gives them (3xTF32 on the tensor cores where the distances
@@ -62,6 +111,10 @@ struct Params {
   int n_init = 1;
   /// Called after each iteration when set (progress lines); costs nothing when empty.
   std::function<void(const IterationInfo&)> progress;
+  /// Called during the initialisation when set: after each k-means|| round and every few hundred
+  /// centres chosen (k-means++, the k-means|| reduction). Each call waits for the GPU work queued so
+  /// far; costs nothing when empty.
+  std::function<void(const InitProgress&)> init_progress;
 };
 
 /// GPU time of each iteration and of each of its phases: distances (the GEMMs X C^T), argmin (nearest
@@ -92,8 +145,8 @@ struct Result {
 /// `sample_weight` (host memory): n finite weights > 0, or empty for 1 each; scikit-learn's semantics
 /// (weighted means and inertia, and an integer weight w gives what w copies of the point give).
 /// Throws std::invalid_argument naming the offending values (k < 1, k > n, n or d < 1, max_iter < 1,
-/// tol < 0 or NaN, n_init < 1, a backend that cannot do the shape, missing or non-finite given
-/// centroids, weights of the wrong count or not finite and > 0).
+/// tol < 0 or NaN, n_init < 1, init_oversampling not finite and > 0, init_rounds < 1, a backend that cannot
+/// do the shape, missing or non-finite given centroids, weights of the wrong count or not finite and > 0).
 template <class T>
 Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
               const std::vector<T>& initial_centroids = {}, const std::vector<double>& sample_weight = {});
