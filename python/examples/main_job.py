@@ -70,7 +70,8 @@ def main() -> None:
     x, truth = blobs(library, args.n, args.d, args.k, args.seed)
     print(f"blobs {args.n} x {args.d} float32, k = {args.k}, made with {library} in {time.perf_counter() - t0:.1f} s")
 
-    km = skinny.KMeans(args.k, max_iter=args.iters, tol=args.tol, random_state=args.seed, backend=args.backend)
+    km = skinny.KMeans(args.k, max_iter=args.iters, tol=args.tol, random_state=args.seed, backend=args.backend,
+                       stop_when_stable=args.tol > 0)  # tol 0: all --iters, as the kmeans program on synthetic data
     t0 = time.perf_counter()
     km.fit(x)
     wall = time.perf_counter() - t0

@@ -138,9 +138,11 @@ def test_malformed_sample_weight(weights):
 def test_library_errors_translate_to_python_exceptions():
     # std::invalid_argument from the C++ library arrives as ValueError with the library's message.
     with pytest.raises(ValueError, match="unknown GEMM algorithm 'bogus'"):
-        skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, [1], "bogus", True, None)
+        skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, 1, 1, "bogus", True, True, "exact", None, None)
+    with pytest.raises(ValueError, match="unknown math 'tf32'"):
+        skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, 1, 1, "auto", True, True, "tf32", None, None)
     with pytest.raises(ValueError, match=r"unknown init 'kmeans\|\|' \(valid: k-means\+\+, k-means\|\|, random"):
-        skinny._skinny.kmeans_fit(X, 2, "kmeans||", None, 10, 0.0, [1], "auto", True, None)
+        skinny._skinny.kmeans_fit(X, 2, "kmeans||", None, 10, 0.0, 1, 1, "auto", True, True, "exact", None, None)
 
 
 @pytest.mark.skipif(skinny.cuda_available(), reason="checks the behaviour without a CUDA device")
@@ -151,7 +153,7 @@ def test_without_a_device_work_raises_runtime_error():
         fitted().predict(X)
     # The library's own CUDA error (past the Python checks) is a RuntimeError with its message.
     with pytest.raises(RuntimeError, match="CUDA error"):
-        skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, [1], "auto", True, None)
+        skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, 1, 1, "auto", True, True, "exact", None, None)
 
 
 def test_gemm_refuses_host_arrays_and_unknown_algorithms():
