@@ -233,17 +233,17 @@ __global__ void move_point_kernel(const T* __restrict__ x, std::int64_t d, std::
 template <class T>
 __global__ void means_kernel(const u64* __restrict__ hi, const u64* __restrict__ lo, const double* __restrict__ inv_scale,
                              const int* __restrict__ counts, const u64* __restrict__ w_hi, const u64* __restrict__ w_lo,
-                             double w_inv_scale, const T* __restrict__ old_c, std::int64_t d, T* __restrict__ new_c,
-                             double* __restrict__ shift_parts) {
-  const std::int64_t c = blockIdx.y;
-  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  const std::int64_t idx = c * d + j;
-  const double denom = w_hi ? from_fixed(w_hi[c], w_lo[c], w_inv_scale) : static_cast<double>(counts[c]);
-  const T value = counts[c] > 0 ? static_cast<T>(from_fixed(hi[idx], lo[idx], inv_scale[j]) / denom) : old_c[idx];
-  new_c[idx] = value;
-  const double delta = static_cast<double>(value) - static_cast<double>(old_c[idx]);
-  shift_parts[idx] = delta * delta;
+                             double w_inv_scale, const T* __restrict__ old_c, std::int64_t k, std::int64_t d,
+                             T* __restrict__ new_c, double* __restrict__ shift_parts) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < k * d; idx += stride) {
+    const std::int64_t c = idx / d, j = idx - c * d;
+    const double denom = w_hi ? from_fixed(w_hi[c], w_lo[c], w_inv_scale) : static_cast<double>(counts[c]);
+    const T value = counts[c] > 0 ? static_cast<T>(from_fixed(hi[idx], lo[idx], inv_scale[j]) / denom) : old_c[idx];
+    new_c[idx] = value;
+    const double delta = static_cast<double>(value) - static_cast<double>(old_c[idx]);
+    shift_parts[idx] = delta * delta;
+  }
 }
 
 template <class U>
@@ -345,12 +345,14 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
   u64* hi = sums_.data();
   u64* lo = hi + k_ * d_;
   const double* scale = scale_.data();
-  const std::int64_t slices = (d_ / vec_ + kThreads - 1) / kThreads;
+  // 16-byte loads when every row starts 16-byte aligned (d a multiple of the vector and x aligned).
+  const int vec = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 ? vec_ : 1;
+  const std::int64_t slices = (d_ / vec + kThreads - 1) / kThreads;
   if (streaming_) {
     const std::int64_t rows_per_range = (rows + ranges_ - 1) / ranges_;
     const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range), static_cast<unsigned>(slices));
-    const std::size_t smem = stream_smem(k_, vec_);
-    if (vec_ > 1)
+    const std::size_t smem = stream_smem(k_, vec);
+    if (vec > 1)
       stream_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, smem, stream>>>(x, rows, d_, labels, weights, k_,
                                                                                rows_per_range, scale, hi, lo);
     else
@@ -366,7 +368,7 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
                                                     perm_in_.data(), perm_.data(), static_cast<int>(rows), 0,
                                                     bits_for(k_), stream));
     const dim3 grid(static_cast<unsigned>((rows + kPiece - 1) / kPiece), static_cast<unsigned>(slices));
-    if (vec_ > 1)
+    if (vec > 1)
       sorted_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(),
                                                                             weights, scale, hi, lo);
     else
@@ -454,11 +456,11 @@ double Updater<T>::update(const T* x, const double* weights, std::int32_t* label
 template <class T>
 void Updater<T>::means_and_shift(const int* counts, const T* old_c, T* new_c, cudaStream_t stream) {
   const u64* hi = sums_.data();
-  const dim3 grid_kd(static_cast<unsigned>((d_ + 255) / 256), static_cast<unsigned>(k_));
-  means_kernel<T><<<grid_kd, 256, 0, stream>>>(hi, hi + k_ * d_, scale_.data() + d_, counts,
-                                               weighted_ ? weight_sums_.data() : nullptr,
-                                               weighted_ ? weight_sums_.data() + k_ : nullptr, 1.0 / weight_scale_,
-                                               old_c, d_, new_c, shift_parts_.data());
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((k_ * d_ + 255) / 256, 8LL * sms_));
+  means_kernel<T><<<blocks, 256, 0, stream>>>(hi, hi + k_ * d_, scale_.data() + d_, counts,
+                                              weighted_ ? weight_sums_.data() : nullptr,
+                                              weighted_ ? weight_sums_.data() + k_ : nullptr, 1.0 / weight_scale_,
+                                              old_c, k_, d_, new_c, shift_parts_.data());
   SKINNY_CHECK_LAUNCH();
   // A reduction of our own: thrust's allocates (and frees) scratch memory on every call.
   shift_.queue(shift_parts_.data(), k_ * d_, stream);
