@@ -4,6 +4,7 @@
 //   kmeans --n 65536 --k 16 --compare                   cuBLAS against every custom backend, end to end
 //   kmeans --input new.npy --predict centroids.npy --output-labels labels.npy   labels for given centroids
 #include "common/app_main.hpp"
+#include "common/device_data.hpp"
 #include "common/matrix_io.hpp"
 #include "common/timing.hpp"
 
@@ -91,7 +92,7 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_flag("--progress", o.progress,
                "Print a line per iteration (inertia, centroid shift, time) and per initialisation step (k-means|| "
                "round, every 256 centres of k-means++ or of the k-means|| reduction)");
-  add_common_options(app, o.common, {"float", "double"});
+  add_common_options(app, o.common, {"float", "double", "half", "bf16"});
 }
 
 kmeans::Init init_of(const KmeansOptions& o) {
@@ -168,17 +169,18 @@ Input<T> read_input(KmeansOptions& o) {
 
 template <class T>
 double device_bytes(const KmeansOptions& o) {
+  using C = kmeans::compute_t<T>;
   const double n = double(o.n), d = double(o.d), k = double(o.k);
-  const double chunk = std::min(n, std::max(1.0, double(32 << 20) / (k * sizeof(T))));
-  return n * d * sizeof(T)                    // X
-         + n * (3 * sizeof(T) + 4 * 5)         // norms, distances, g for k-means++, labels, sort keys and indices
-         + (n / 256 + k + 1) * d * 8           // partial sums of the update
-         + k * d * (2 * sizeof(T) + 16)        // centroids and their sums
-         + chunk * k * sizeof(T) + (64 << 20)  // cross terms of a chunk, library scratch
+  const double chunk = std::min(n, std::max(1.0, double(32 << 20) / (k * sizeof(C))));
+  return n * d * sizeof(T)                                  // X
+         + (sizeof(T) < sizeof(C) ? n * d * sizeof(C) : 0)   // 16-bit X made in float first (then freed)
+         + n * (3 * sizeof(C) + 4 * 5)        // norms, distances, g for k-means++, labels, sort keys and indices
+         + k * d * (2 * sizeof(C) + 24)       // centroids, their integer sums and shifts
+         + chunk * k * sizeof(C) + (64 << 20)  // cross terms of a chunk, library scratch
          // k-means||: per point two distances, two labels, a flag and a candidate index; the candidates'
          // rows (about 10k of them with the default 5 rounds of 2k) and the reduction's distances
          + (kmeans::resolve_init(init_of(o), o.k) == kmeans::Init::kmeans_parallel
-                ? n * (2 * sizeof(T) + 17) + std::min(n, 1 + 10 * k) * (d * sizeof(T) + 16 * 8)
+                ? n * (2 * sizeof(C) + 17) + std::min(n, 1 + 10 * k) * (d * sizeof(C) + 16 * 8)
                 : 0.0);
 }
 
@@ -212,7 +214,7 @@ Run summarise(const std::string& backend, const kmeans::Result<T>& r) {
 /// --predict: the label of each point for the given centroids, timed after a warm-up call (which plans
 /// the GEMM), written with --output-labels and --json.
 template <class T>
-int run_predict(Context& ctx, const KmeansOptions& o, const T* x, const std::vector<T>& centroids) {
+int run_predict(Context& ctx, const KmeansOptions& o, const T* x, const std::vector<kmeans::compute_t<T>>& centroids) {
   const gemm::Algo backend = gemm::algo_from_name(o.backend);
   const gemm::Math math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
   const std::string method = kmeans::distance_method<T>(ctx, x, o.n, o.d, o.k, backend, math);
@@ -252,20 +254,35 @@ int run_predict(Context& ctx, const KmeansOptions& o, const T* x, const std::vec
   return 0;
 }
 
+/// X on the device as T: the file's values, or synthetic blobs; 16-bit data is made in float (files are
+/// read as float: a float16 .npy exactly) and rounded once on the device.
 template <class T>
-int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
+DeviceBuffer<T> device_points(Context& ctx, const KmeansOptions& o, const Input<kmeans::compute_t<T>>& in,
+                              std::vector<std::int32_t>& truth) {
+  using C = kmeans::compute_t<T>;
+  const std::size_t count = static_cast<std::size_t>(o.n) * static_cast<std::size_t>(o.d);
+  DeviceBuffer<C> made(std::is_same_v<T, C> ? 0 : count);
+  DeviceBuffer<T> x(count);
+  C* target = std::is_same_v<T, C> ? reinterpret_cast<C*>(x.data()) : made.data();
+  if (!in.data)
+    truth = kmeans::make_blobs<C>(ctx, target, o.n, o.d, o.k, o.common.seed).labels;
+  else
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(target, in.data->values.data(), count * sizeof(C), cudaMemcpyHostToDevice, ctx.stream()));
+  if constexpr (!std::is_same_v<T, C>) narrow(made.data(), x.data(), count, ctx.stream());
+  ctx.synchronize();
+  return x;
+}
+
+template <class T>
+int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
   const bool synthetic = !in.data;
   require_gpu_memory(device_bytes<T>(o), "k-means on " + std::to_string(o.n) + " x " + std::to_string(o.d) + " " + o.common.precision,
                      memory_advice(o.common, synthetic ? "a smaller --n or --d" : "fewer points (the data must fit in GPU memory)"));
   const CudaStream stream;
   Context ctx(stream);
   apply_environment_tuning(ctx);
-  DeviceBuffer<T> x(static_cast<std::size_t>(o.n) * static_cast<std::size_t>(o.d));
   std::vector<std::int32_t> truth;
-  if (synthetic)
-    truth = kmeans::make_blobs<T>(ctx, x.data(), o.n, o.d, o.k, o.common.seed).labels;
-  else
-    x.copy_from(in.data->values);
+  const DeviceBuffer<T> x = device_points<T>(ctx, o, in, truth);
 
   if (!o.predict.empty()) return run_predict<T>(ctx, o, x.data(), in.initial);
 
@@ -299,7 +316,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
       std::fflush(stdout);
     };
   }
-  const kmeans::Result<T> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
+  const kmeans::Result<kmeans::compute_t<T>> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
   const Run main_run = summarise(o.backend, r);
 
   std::vector<Run> compared;
@@ -315,7 +332,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<T>& in) {
       cp.backend = algo;
       Run run;
       try {
-        const kmeans::Result<T> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial, in.weights);
+        const kmeans::Result<kmeans::compute_t<T>> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial, in.weights);
         run = summarise(name, rr);
         if (reference_labels.empty()) reference_labels = rr.labels;  // cuBLAS comes first in the registry
         for (std::size_t i = 0; i < rr.labels.size(); ++i) run.labels_differ += rr.labels[i] != reference_labels[i];
@@ -443,7 +460,10 @@ int main(int argc, char** argv) {
     }
   });
   return run_app(app, argc, argv, options.common, [&] {
-    return options.common.precision == "double" ? run_kmeans_typed<double>(options, input_d)
-                                                : run_kmeans_typed<float>(options, input_f);
+    const std::string& precision = options.common.precision;
+    if (precision == "double") return run_kmeans_typed<double>(options, input_d);
+    if (precision == "half") return run_kmeans_typed<__half>(options, input_f);
+    if (precision == "bf16") return run_kmeans_typed<__nv_bfloat16>(options, input_f);
+    return run_kmeans_typed<float>(options, input_f);
   });
 }

@@ -74,6 +74,20 @@ double relative_error(const T* x, const T* ref, std::size_t count, cudaStream_t 
   return sums.ref2 > 0 ? std::sqrt(sums.diff2 / sums.ref2) : std::sqrt(sums.diff2);
 }
 
+template <class T>
+__global__ void narrow_kernel(const float* __restrict__ in, T* __restrict__ out, std::size_t count) {
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += std::size_t(gridDim.x) * blockDim.x)
+    out[i] = static_cast<T>(in[i]);
+}
+
+template <class T>
+void narrow(const float* in, T* out, std::size_t count, cudaStream_t stream) {
+  narrow_kernel<<<static_cast<unsigned>(std::min<std::size_t>((count + 255) / 256, 4096)), 256, 0, stream>>>(in, out, count);
+  SKINNY_CHECK_LAUNCH();
+}
+template void narrow(const float*, __half*, std::size_t, cudaStream_t);
+template void narrow(const float*, __nv_bfloat16*, std::size_t, cudaStream_t);
+
 template void fill_uniform(float*, std::size_t, std::uint64_t, double, double, cudaStream_t);
 template void fill_uniform(double*, std::size_t, std::uint64_t, double, double, cudaStream_t);
 template void fill_uniform(__half*, std::size_t, std::uint64_t, double, double, cudaStream_t);

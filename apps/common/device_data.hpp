@@ -2,6 +2,7 @@
 // so benchmarks at 8192^2 neither wait for the host nor copy results back.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +18,10 @@ void fill_uniform(T* x, std::size_t count, std::uint64_t seed, double lo, double
 /// Fills with a value (for poisoning outputs with NaN before a run).
 template <class T>
 void fill_value(T* x, std::size_t count, double value, cudaStream_t stream);
+
+/// out[i] = in[i] rounded to the 16-bit T (__half or __nv_bfloat16), for 16-bit runs of float data.
+template <class T>
+void narrow(const float* in, T* out, std::size_t count, cudaStream_t stream);
 
 /// ||x - ref||_2 / ||ref||_2 over `count` elements, accumulated in double; +inf if x holds NaN/Inf.
 template <class T>

@@ -48,6 +48,18 @@ std::int64_t data_bytes(const std::string& name, std::int64_t rows, std::int64_t
   return rows * cols * elem_bytes;
 }
 
+/// An IEEE half-precision value as stored in a float16 .npy file, converted exactly to float.
+struct Float16 {
+  std::uint16_t bits;
+  explicit operator float() const {
+    const int exponent = (bits >> 10) & 0x1f, mantissa = bits & 0x3ff;
+    const float sign = (bits & 0x8000) ? -1.0f : 1.0f;
+    if (exponent == 0x1f) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * INFINITY;
+    if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);  // subnormal
+    return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  }
+};
+
 /// Reads `count` values of U from the stream and converts them to T.
 template <class T, class U>
 std::vector<T> read_values(std::istream& in, const std::string& name, std::int64_t count) {
@@ -61,7 +73,8 @@ std::vector<T> read_values(std::istream& in, const std::string& name, std::int64
       const std::int64_t n = std::min<std::int64_t>(count - done, static_cast<std::int64_t>(buf.size()));
       in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(n * sizeof(U)));
       if (in.gcount() != static_cast<std::streamsize>(n * sizeof(U))) fail(name, "truncated data");
-      for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(done + i)] = static_cast<T>(buf[std::size_t(i)]);
+      for (std::int64_t i = 0; i < n; ++i)
+        out[static_cast<std::size_t>(done + i)] = static_cast<T>(static_cast<float>(buf[std::size_t(i)]));
       done += n;
     }
   }
@@ -84,7 +97,7 @@ std::string_view npy_value(const std::string& name, std::string_view dict, const
 }
 
 struct NpyHeader {
-  int elem_bytes = 0;  ///< 4 (float32) or 8 (float64)
+  int elem_bytes = 0;  ///< 2 (float16), 4 (float32) or 8 (float64)
   std::int64_t rows = 0, cols = 0;
 };
 
@@ -94,12 +107,15 @@ NpyHeader parse_npy_header(const std::string& name, std::string_view dict) {
   const auto close = descr.size() > 1 && descr[0] == '\'' ? descr.find('\'', 1) : std::string_view::npos;
   if (close == std::string_view::npos) fail(name, ".npy header: 'descr' is not a quoted string");
   const std::string type(descr.substr(1, close - 1));
-  if (type == "<f4" || type == "=f4") {
+  if (type == "<f2" || type == "=f2") {
+    h.elem_bytes = 2;
+  } else if (type == "<f4" || type == "=f4") {
     h.elem_bytes = 4;
   } else if (type == "<f8" || type == "=f8") {
     h.elem_bytes = 8;
   } else {
-    fail(name, ".npy dtype '" + type + "' is not supported (need little-endian float32 '<f4' or float64 '<f8')");
+    fail(name, ".npy dtype '" + type +
+                   "' is not supported (need little-endian float16 '<f2', float32 '<f4' or float64 '<f8')");
   }
   const std::string_view order = npy_value(name, dict, "fortran_order");
   if (order.substr(0, 4) == "True") fail(name, ".npy array is in Fortran order; save it in C order (np.ascontiguousarray)");
@@ -213,13 +229,15 @@ HostData<T> read_npy(std::istream& in, const std::string& name) {
   const std::int64_t have = bytes_left(in);
   if (have >= 0 && have != need)
     fail(name, "header says " + std::to_string(h.rows) + " x " + std::to_string(h.cols) +
-                   (h.elem_bytes == 4 ? " float32" : " float64") + " (" + std::to_string(need) + " bytes) but " +
+                   (h.elem_bytes == 2 ? " float16" : h.elem_bytes == 4 ? " float32" : " float64") + " (" +
+                   std::to_string(need) + " bytes) but " +
                    std::to_string(have) + " bytes of data follow" + (have < need ? " (truncated file)" : ""));
   HostData<T> m;
   m.rows = h.rows;
   m.cols = h.cols;
-  m.values = h.elem_bytes == 4 ? read_values<T, float>(in, name, h.rows * h.cols)
-                               : read_values<T, double>(in, name, h.rows * h.cols);
+  m.values = h.elem_bytes == 2   ? read_values<T, Float16>(in, name, h.rows * h.cols)
+             : h.elem_bytes == 4 ? read_values<T, float>(in, name, h.rows * h.cols)
+                                 : read_values<T, double>(in, name, h.rows * h.cols);
   require_finite(m, name);
   return m;
 }

@@ -1,4 +1,4 @@
-// Host matrices in and out of files: NumPy .npy (float32/float64, C order, 2-D, or 1-D read as one column), CSV (with or without a
+// Host matrices in and out of files: NumPy .npy (float16/32/64, C order, 2-D, or 1-D read as one column), CSV (with or without a
 // header line) and headerless raw binary. Readers validate everything they read and throw
 // std::runtime_error naming the file, the place and what was wrong; they also refuse NaN and Inf.
 // Writers go through a temporary file and a rename, so a failed write leaves no half-written file.

@@ -1,5 +1,6 @@
 // Norms, the fused argmin + inertia + counts of the assignment step, and small reductions.
 #include "detail.hpp"
+#include "element.cuh"
 
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
@@ -27,37 +28,47 @@ __device__ double warp_sum(double v) {
   return v;
 }
 
-template <class T>
-__global__ void row_sq_norms_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, T* __restrict__ out) {
+template <class T, class C>
+__global__ void row_sq_norms_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, C* __restrict__ out) {
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
   const T* r = x + row * d;
   double s = 0;
   for (std::int64_t j = lane; j < d; j += 32) {
-    const double v = r[j];
+    const double v = to_double(r[j]);
     s += v * v;
   }
   s = warp_sum(s);
-  if (lane == 0) out[row] = static_cast<T>(s);
+  if (lane == 0) out[row] = static_cast<C>(s);
 }
 
 template <class T>
+__global__ void widen_rows_kernel(const T* __restrict__ x, std::int64_t m, std::int64_t d, float* __restrict__ out,
+                                  std::int64_t ldo) {
+  const std::int64_t total = m * d, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+    const std::int64_t i = idx / d, j = idx - i * d;
+    out[i * ldo + j] = to_float(x[idx]);
+  }
+}
+
+template <class T, class C>
 __global__ void label_sq_distances_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
-                                          const T* __restrict__ c, const std::int32_t* __restrict__ labels,
-                                          T* __restrict__ out) {
+                                          const C* __restrict__ c, const std::int32_t* __restrict__ labels,
+                                          C* __restrict__ out) {
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
   const T* r = x + row * d;
-  const T* cr = c + static_cast<std::int64_t>(labels[row]) * d;
+  const C* cr = c + static_cast<std::int64_t>(labels[row]) * d;
   double s = 0;
   for (std::int64_t j = lane; j < d; j += 32) {
-    const double v = static_cast<double>(r[j]) - static_cast<double>(cr[j]);
+    const double v = to_double(r[j]) - static_cast<double>(cr[j]);
     s += v * v;
   }
   s = warp_sum(s);
-  if (lane == 0) out[row] = static_cast<T>(s);
+  if (lane == 0) out[row] = static_cast<C>(s);
 }
 
 /// part[piece][j] = sum over this piece's rows of f(x_ij); pieces are fixed row ranges, so the order of
@@ -72,7 +83,7 @@ __global__ void column_sums_kernel(const T* __restrict__ x, std::int64_t n, std:
   double s = 0;
   const double m = mean ? mean[j] : 0.0;
   for (std::int64_t i = r0; i < r1; ++i) {
-    const double v = static_cast<double>(x[i * d + j]) - m;
+    const double v = to_double(x[i * d + j]) - m;
     s += mean ? v * v : v;
   }
   part[static_cast<std::int64_t>(blockIdx.y) * d + j] = s;
@@ -258,14 +269,21 @@ std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes) {
 }
 
 template <class T>
-void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, T* out, cudaStream_t stream) {
+void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, compute_t<T>* out, cudaStream_t stream) {
   row_sq_norms_kernel<<<blocks_for_warps(n), kThreads, 0, stream>>>(x, n, d, out);
   SKINNY_CHECK_LAUNCH();
 }
 
 template <class T>
-void label_sq_distances(const T* x, std::int64_t n, std::int64_t d, const T* c, const std::int32_t* labels, T* out,
-                        cudaStream_t stream) {
+void widen_rows(const T* x, std::int64_t m, std::int64_t d, float* out, std::int64_t ldo, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((m * d + kThreads - 1) / kThreads, 8LL * multiprocessors()));
+  widen_rows_kernel<<<blocks, kThreads, 0, stream>>>(x, m, d, out, ldo);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+void label_sq_distances(const T* x, std::int64_t n, std::int64_t d, const compute_t<T>* c, const std::int32_t* labels,
+                        compute_t<T>* out, cudaStream_t stream) {
   label_sq_distances_kernel<<<blocks_for_warps(n), kThreads, 0, stream>>>(x, n, d, c, labels, out);
   SKINNY_CHECK_LAUNCH();
 }
@@ -363,9 +381,6 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
 }
 
 #define SKINNY_KMEANS_ASSIGN(T)                                                                                  \
-  template void row_sq_norms(const T*, std::int64_t, std::int64_t, T*, cudaStream_t);                          \
-  template void label_sq_distances(const T*, std::int64_t, std::int64_t, const T*, const std::int32_t*, T*,       \
-                                   cudaStream_t);                                                               \
   template double mean_feature_variance(const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
   template void argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int32_t*, T*, int*,       \
                        cudaStream_t);                                                                           \
@@ -375,5 +390,19 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
   template double candidate_potential(const double*, const T*, std::int64_t, const T*, T, std::int64_t, cudaStream_t);
 SKINNY_KMEANS_ASSIGN(float)
 SKINNY_KMEANS_ASSIGN(double)
+
+/// What every element type of X needs (float and double as compute types need the rest too).
+#define SKINNY_KMEANS_ELEMENT(T)                                                                                  \
+  template void row_sq_norms(const T*, std::int64_t, std::int64_t, compute_t<T>*, cudaStream_t);                \
+  template void label_sq_distances(const T*, std::int64_t, std::int64_t, const compute_t<T>*,                   \
+                                   const std::int32_t*, compute_t<T>*, cudaStream_t);
+SKINNY_KMEANS_ELEMENT(float)
+SKINNY_KMEANS_ELEMENT(double)
+SKINNY_KMEANS_ELEMENT(__half)
+SKINNY_KMEANS_ELEMENT(__nv_bfloat16)
+template double mean_feature_variance(const __half*, std::int64_t, std::int64_t, cudaStream_t);
+template double mean_feature_variance(const __nv_bfloat16*, std::int64_t, std::int64_t, cudaStream_t);
+template void widen_rows(const __half*, std::int64_t, std::int64_t, float*, std::int64_t, cudaStream_t);
+template void widen_rows(const __nv_bfloat16*, std::int64_t, std::int64_t, float*, std::int64_t, cudaStream_t);
 
 }  // namespace skinny::kmeans::detail

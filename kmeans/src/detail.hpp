@@ -26,13 +26,18 @@ inline int multiprocessors() {
 
 /// out[i] = ||x_i||^2 for the n rows of the n x d row-major x, accumulated in double (one warp per row).
 template <class T>
-void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, T* out, cudaStream_t stream);
+void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, compute_t<T>* out, cudaStream_t stream);
+
+/// out (m x ldo, row-major) = the m x d rows of 16-bit x widened to float (the distances of 16-bit data
+/// run on float rows).
+template <class T>
+void widen_rows(const T* x, std::int64_t m, std::int64_t d, float* out, std::int64_t ldo, cudaStream_t stream);
 
 /// out[i] = ||x_i - c_{labels[i]}||^2 computed directly (differences squared and added in double), not by the
 /// distance trick, whose cancellation costs accuracy: the inertia fit reports.
 template <class T>
-void label_sq_distances(const T* x, std::int64_t n, std::int64_t d, const T* c, const std::int32_t* labels, T* out,
-                        cudaStream_t stream);
+void label_sq_distances(const T* x, std::int64_t n, std::int64_t d, const compute_t<T>* c, const std::int32_t* labels,
+                        compute_t<T>* out, cudaStream_t stream);
 
 /// Mean over features of the population variance of each column of x (two passes, double).
 template <class T>
@@ -125,6 +130,7 @@ void blobs(T* x, T* centers, std::int64_t n, std::int64_t d, int k, std::uint64_
 template <class T>
 class Updater {
  public:
+  using C = compute_t<T>;  ///< the centroids' type
   /// How the cluster sums are formed (update.cu): automatic picks by k and the flushes' traffic.
   enum class Sums { automatic, streamed, sorted };
   /// For up to n points per accumulate() call.
@@ -144,11 +150,11 @@ class Updater {
   /// the assignment's counts; finish waits for the stream.
   void begin(cudaStream_t stream);
   void accumulate(const T* x, const double* weights, const std::int32_t* labels, std::int64_t rows, cudaStream_t stream);
-  double finish(const T* x, const double* weights, std::int32_t* labels, const T* mindist, const int* counts_dev,
-                const T* old_c, T* new_c, cudaStream_t stream);
+  double finish(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
+                const C* old_c, C* new_c, cudaStream_t stream);
   /// begin, accumulate over all n points, finish.
-  double update(const T* x, const double* weights, std::int32_t* labels, const T* mindist, const int* counts_dev,
-                const T* old_c, T* new_c, cudaStream_t stream);
+  double update(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
+                const C* old_c, C* new_c, cudaStream_t stream);
 
   /// The sums as (high words [k][d], low words [k][d]) and the weight sums (high [k], low [k]): what
   /// several GPUs add up between accumulate() and finish().
@@ -157,7 +163,7 @@ class Updater {
 
  private:
   /// Queues new_c = sums / counts (or weight sums; old_c where a count is 0) and the shift into shift_.
-  void means_and_shift(const int* counts, const T* old_c, T* new_c, cudaStream_t stream);
+  void means_and_shift(const int* counts, const C* old_c, C* new_c, cudaStream_t stream);
 
   std::int64_t n_, d_, k_;
   int vec_ = 1;

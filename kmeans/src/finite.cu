@@ -1,6 +1,8 @@
 // count_non_finite(): one read of the data, counted on the GPU.
 #include <skinny/kmeans/finite.hpp>
 
+#include "element.cuh"
+
 #include <thrust/count.h>
 #include <thrust/execution_policy.h>
 
@@ -12,7 +14,7 @@ namespace {
 
 template <class T>
 struct NonFinite {
-  __device__ bool operator()(T v) const { return !isfinite(v); }
+  __device__ bool operator()(T v) const { return !isfinite(detail::to_double(v)); }
 };
 
 }  // namespace
@@ -27,5 +29,7 @@ std::int64_t count_non_finite(Context& ctx, const T* x, std::int64_t count) {
 
 template std::int64_t count_non_finite(Context&, const float*, std::int64_t);
 template std::int64_t count_non_finite(Context&, const double*, std::int64_t);
+template std::int64_t count_non_finite(Context&, const __half*, std::int64_t);
+template std::int64_t count_non_finite(Context&, const __nv_bfloat16*, std::int64_t);
 
 }  // namespace skinny::kmeans

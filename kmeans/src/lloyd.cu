@@ -1,5 +1,6 @@
 // fit() and predict(): validation at the boundary, then the Lloyd loop on one stream.
 #include "detail.hpp"
+#include "element.cuh"
 #include "init.hpp"
 
 #include <skinny/gemm/cuda_event.hpp>
@@ -29,6 +30,17 @@ T* placeholder() {  // a non-null pointer for can_implement, which checks shapes
   return reinterpret_cast<T*>(std::uintptr_t(256));
 }
 
+/// Leading dimension of 16-bit rows widened to float: a multiple of 4, for the fused kernel's 16-byte copies.
+std::int64_t padded_row(std::int64_t d) { return (d + 3) / 4 * 4; }
+
+/// Rows of 16-bit X widened per assignment chunk: a float buffer of at most kWideBytes (L2-sized where d
+/// allows), and at least kWideMinRows rows so that the fused kernel still fills the GPU.
+constexpr std::int64_t kWideBytes = std::int64_t(32) << 20;
+constexpr std::int64_t kWideMinRows = 4096;
+std::int64_t wide_rows(std::int64_t n, std::int64_t d) {
+  return std::min(n, std::max(kWideMinRows, kWideBytes / (padded_row(d) * std::int64_t(sizeof(float)))));
+}
+
 /// Throws std::invalid_argument unless (x, n, d, k, backend) is a problem fit and predict can run.
 template <class T>
 void check_shape(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend) {
@@ -41,9 +53,13 @@ void check_shape(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gem
   if (k < 1 || k > n)
     throw std::invalid_argument("kmeans: need 1 <= k <= n (got k = " + std::to_string(k) + ", n = " +
                                 std::to_string(n) + ")");
-  const std::int64_t rows = chunk_rows(n, k, sizeof(T));
-  const gemm::Arguments<T> probe{gemm::row_major<const T>(x, rows, d), gemm::col_major<const T>(placeholder<T>(), d, k),
-                                 gemm::row_major(placeholder<T>(), rows, k)};
+  // 16-bit data runs its distances on rows widened to float (in a buffer of ours, aligned and padded).
+  using C = compute_t<T>;
+  const std::int64_t rows = chunk_rows(n, k, sizeof(C));
+  const C* a = detail::is_16bit<T> ? placeholder<C>() : reinterpret_cast<const C*>(x);
+  const std::int64_t lda = detail::is_16bit<T> ? padded_row(d) : d;
+  const gemm::Arguments<C> probe{gemm::row_major<const C>(a, rows, d, lda), gemm::col_major<const C>(placeholder<C>(), d, k),
+                                 gemm::row_major(placeholder<C>(), rows, k)};
   const gemm::Support s = gemm::can_implement(backend, probe);
   if (!s) throw std::invalid_argument("kmeans: backend cannot compute the distances: " + s.reason);
 }
@@ -66,18 +82,22 @@ void check_params(const Params& p) {
 constexpr std::int64_t kFusedMinClusters = 128;
 constexpr std::int64_t kFusedFastMinClusters = 32;
 
-/// Whether the assignment runs through gemm::nearest (float, automatic, enough clusters, a shape it
-/// can do) rather than a GEMM through `backend` and the argmin.
+/// Whether the assignment runs through gemm::nearest (float or 16-bit data, automatic, enough clusters
+/// (any number for 16-bit data, which has no faster tall-skinny path), a shape it can do) rather than a
+/// GEMM through `backend` and the argmin.
 template <class T>
 bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                       gemm::Algo backend, gemm::Math math) {
-  if constexpr (!std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, double>) {
     return false;
   } else {
-    const std::int64_t min_k = math == gemm::Math::fast ? kFusedFastMinClusters : kFusedMinClusters;
+    const std::int64_t min_k = detail::is_16bit<T>          ? 1
+                               : math == gemm::Math::fast ? kFusedFastMinClusters
+                                                          : kFusedMinClusters;
     if (backend != gemm::Algo::automatic || k < min_k) return false;
     gemm::NearestArguments a;
-    a.x = x;
+    a.x = detail::is_16bit<T> ? placeholder<float>() : reinterpret_cast<const float*>(x);
+    a.ldx = detail::is_16bit<T> ? padded_row(d) : 0;
     a.n = n;
     a.d = d;
     a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
@@ -102,61 +122,77 @@ bool fits_in_free_memory(std::size_t bytes) {
 }
 
 /// The assignment step: either the fused kernel over all points, or, over chunks of rows, cross terms
-/// through the gemm backend (on X, or on its column-major copy xt when set) and then the argmin.
+/// through the gemm backend (on X, or on its column-major copy xt when set) and then the argmin. 16-bit
+/// X is widened to float a chunk of rows at a time, and each chunk takes one of the two ways.
 /// Records an event before each GEMM and each argmin (events[2i], events[2i + 1]) and one at the end;
 /// the fused kernel counts as the GEMM (its argmin is inside) and the cluster counts after it as the
 /// argmin.
 template <class T>
 struct Assigner {
+  using C = compute_t<T>;
   Context& ctx;
   const T* x;
-  const T* xt = nullptr;  ///< X column-major (leading dimension n), or null
+  const C* xt = nullptr;  ///< X column-major (leading dimension n), or null
   std::int64_t n, d, k;
   gemm::Algo backend;
   gemm::Math math;
   bool fused;
   std::int64_t rows;  ///< per chunk
-  DeviceBuffer<T> g;
+  std::int64_t ldw = 0;
+  DeviceBuffer<C> g;
+  DeviceBuffer<float> wide;  ///< a chunk of 16-bit rows widened to float
   std::vector<std::unique_ptr<CudaEvent>> events;
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), fused(fused_assignment(c, x_, n_, d_, k_, b, m)),
-        rows(fused ? n_ : chunk_rows(n_, k_, sizeof(T))), g(fused ? 0 : static_cast<std::size_t>(rows * k_)) {
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), fused(fused_assignment(c, x_, n_, d_, k_, b, m)) {
+    if constexpr (detail::is_16bit<T>) {
+      rows = fused ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
+      ldw = padded_row(d);
+      wide = DeviceBuffer<float>(static_cast<std::size_t>(rows * ldw));
+    } else {
+      rows = fused ? n : chunk_rows(n, k, sizeof(C));
+    }
+    if (!fused) g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     const std::int64_t chunks = (n + rows - 1) / rows;
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) events.push_back(std::make_unique<CudaEvent>());
   }
 
-  void run(const T* c, const T* xnorm, const T* cnorm, std::int32_t* labels, T* mindist, int* counts) {
+  void run(const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels, C* mindist, int* counts) {
     const cudaStream_t stream = ctx.stream();
     SKINNY_CUDA_TRY(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(k) * sizeof(int), stream));
-    if constexpr (std::is_same_v<T, float>) {
-      if (fused) {
-        gemm::NearestArguments a;
-        a.x = x;
-        a.n = n;
-        a.d = d;
-        a.c = c;
-        a.k = k;
-        a.x_sq_norms = xnorm;
-        a.c_sq_norms = cnorm;
-        a.labels = labels;
-        a.sq_distances = mindist;
-        a.math = math;
-        events[0]->record(stream);
-        gemm::nearest(ctx, a);
-        events[1]->record(stream);
-        detail::count_labels(labels, n, k, counts, stream);
-        events[2]->record(stream);
-        return;
-      }
-    }
     std::size_t e = 0;
     for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
       const std::int64_t m = std::min(rows, n - r0);
       events[e++]->record(stream);
-      const gemm::MatrixView<const T> a =
-          xt ? gemm::col_major<const T>(xt + r0, m, d, n) : gemm::row_major<const T>(x + r0 * d, m, d);
-      gemm::gemm(ctx, {a, gemm::col_major<const T>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
+      // The chunk's rows as C: X itself, its column-major copy, or 16-bit rows widened.
+      gemm::MatrixView<const C> a = gemm::row_major<const C>(nullptr, m, d);
+      if constexpr (detail::is_16bit<T>) {
+        detail::widen_rows(x + r0 * d, m, d, wide.data(), ldw, stream);
+        a = gemm::row_major<const C>(wide.data(), m, d, ldw);
+      } else {
+        a = xt ? gemm::col_major<const C>(xt + r0, m, d, n) : gemm::row_major<const C>(x + r0 * d, m, d);
+      }
+      if constexpr (!std::is_same_v<C, double>) {
+        if (fused) {
+          gemm::NearestArguments na;
+          na.x = a.data;
+          na.ldx = a.ld;
+          na.n = m;
+          na.d = d;
+          na.c = c;
+          na.k = k;
+          na.x_sq_norms = xnorm + r0;
+          na.c_sq_norms = cnorm;
+          na.labels = labels + r0;
+          na.sq_distances = mindist + r0;
+          na.math = math;
+          gemm::nearest(ctx, na);
+          events[e++]->record(stream);
+          detail::count_labels(labels + r0, m, k, counts, stream);
+          continue;
+        }
+      }
+      gemm::gemm(ctx, {a, gemm::col_major<const C>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
       events[e++]->record(stream);
       detail::argmin(g.data(), m, k, xnorm + r0, cnorm, labels + r0, mindist + r0, counts, stream);
     }
@@ -172,7 +208,6 @@ struct Assigner {
     return {gemm_ms, argmin_ms};
   }
 };
-
 
 /// Throws std::invalid_argument unless `w` is empty or n finite weights > 0.
 void check_weights(const std::vector<double>& w, std::int64_t n) {
@@ -191,6 +226,7 @@ void check_weights(const std::vector<double>& w, std::int64_t n) {
 template <class T>
 class Lloyd {
  public:
+  using C = compute_t<T>;
   Lloyd(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
         const std::vector<double>& sample_weight)
       : ctx_(ctx), x_(x), n_(n), d_(d), k_(params.k), params_(params), xnorm_(static_cast<std::size_t>(n)),
@@ -200,13 +236,16 @@ class Lloyd {
         assign_(ctx, x, n, d, k_, params.backend, params.math), updater_(n, d, k_) {
     const cudaStream_t stream = ctx.stream();
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
-    if (params.column_copy && !assign_.fused && n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
-      xt_ = DeviceBuffer<T>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
+    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused && n >= kColumnCopyMinPoints &&
+        fits_in_free_memory(xt_bytes))
+      xt_ = DeviceBuffer<C>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
     CudaEvent start, stop;
     start.record(stream);
-    if (xt_.size() > 0) {
-      detail::to_columns(x, n, d, xt_.data(), stream);
-      assign_.xt = xt_.data();
+    if constexpr (std::is_same_v<T, C>) {
+      if (xt_.size() > 0) {
+        detail::to_columns(x, n, d, xt_.data(), stream);
+        assign_.xt = xt_.data();
+      }
     }
     detail::row_sq_norms(x, n, d, xnorm_.data(), stream);
     tol_scaled_ = params.tol > 0 ? params.tol * detail::mean_feature_variance(x, n, d, stream) : 0.0;
@@ -215,26 +254,21 @@ class Lloyd {
     shared_init_ms_ = stop.ms_since(start);
   }
 
-  Result<T> run(std::uint64_t seed, const std::vector<T>& initial_centroids) {
+  Result<C> run(std::uint64_t seed, const std::vector<C>& initial_centroids) {
     const cudaStream_t stream = ctx_.stream();
-    Result<T> result;
+    Result<C> result;
     result.k = k_;
     result.d = d_;
     result.seed = seed;
     result.column_copy = xt_.size() > 0;
     CudaEvent start, stop;
     start.record(stream);
-    switch (resolve_init(params_.init, k_)) {
-      case Init::given: c_.copy_from(initial_centroids); break;
-      case Init::random: detail::init_random(ctx_, x_, n_, d_, k_, seed, c_.data()); break;
-      case Init::kmeans_plus_plus:
-        detail::init_kmeans_plus_plus(ctx_, x_, n_, d_, k_, seed, xnorm_.data(), c_.data(), params_.init_progress);
-        break;
-      case Init::kmeans_parallel:
-      case Init::automatic:  // resolved to one of the others
-        detail::init_kmeans_parallel(ctx_, x_, n_, d_, k_, seed, params_.init_oversampling, params_.init_rounds,
-                                     xnorm_.data(), c_.data(), params_.init_progress);
-        break;
+    if (params_.init == Init::given) {
+      c_.copy_from(initial_centroids);
+    } else if constexpr (detail::is_16bit<T>) {
+      initialise_16bit(seed);
+    } else {
+      initialise(x_, n_, xnorm_.data(), seed);
     }
     stop.record(stream);
     result.timing.init_ms = stop.ms_since(start) + shared_init_ms_;
@@ -291,6 +325,47 @@ class Lloyd {
 
  private:
   const double* weights() const { return weights_.size() > 0 ? weights_.data() : nullptr; }
+
+  /// The initial centroids of one run from `rows` points (float or double) with norms `norms`.
+  void initialise(const C* x, std::int64_t rows, const C* norms, std::uint64_t seed) {
+    switch (resolve_init(params_.init, k_)) {
+      case Init::given: break;  // copied by run()
+      case Init::random: detail::init_random(ctx_, x, rows, d_, k_, seed, c_.data()); break;
+      case Init::kmeans_plus_plus:
+        detail::init_kmeans_plus_plus(ctx_, x, rows, d_, k_, seed, norms, c_.data(), params_.init_progress);
+        break;
+      case Init::kmeans_parallel:
+      case Init::automatic:  // resolved to one of the others
+        detail::init_kmeans_parallel(ctx_, x, rows, d_, k_, seed, params_.init_oversampling, params_.init_rounds,
+                                     norms, c_.data(), params_.init_progress);
+        break;
+    }
+  }
+
+  /// 16-bit X: the initialisation runs on X widened to float when that fits in free memory, otherwise on
+  /// every s-th row, as many as fit (a deterministic sample; the seeding then sees n / s points).
+  void initialise_16bit(std::uint64_t seed) {
+    if constexpr (detail::is_16bit<T>) {
+      const std::size_t row_bytes = static_cast<std::size_t>(d_) * sizeof(float);
+      std::int64_t step = 1;
+      while (step < n_ && !fits_in_free_memory(static_cast<std::size_t>((n_ + step - 1) / step) * row_bytes * 2)) step *= 2;
+      const std::int64_t rows = (n_ + step - 1) / step;
+      if (rows < k_)
+        throw std::invalid_argument("kmeans: too little free GPU memory to seed " + std::to_string(k_) +
+                                    " clusters from 16-bit data; give the initial centroids");
+      DeviceBuffer<float> wide(static_cast<std::size_t>(rows) * static_cast<std::size_t>(d_)), norms(static_cast<std::size_t>(rows));
+      const cudaStream_t stream = ctx_.stream();
+      if (step == 1) {
+        detail::widen_rows(x_, n_, d_, wide.data(), d_, stream);
+      } else {
+        for (std::int64_t r = 0; r < rows; ++r)  // one row at a time: rare, and small next to the seeding
+          detail::widen_rows(x_ + r * step * d_, 1, d_, wide.data() + r * d_, d_, stream);
+      }
+      detail::row_sq_norms(wide.data(), rows, d_, norms.data(), stream);
+      initialise(wide.data(), rows, norms.data(), seed);
+      SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // the buffers go when this returns
+    }
+  }
   void assign() {
     detail::row_sq_norms(c_.data(), k_, d_, cnorm_.data(), ctx_.stream());
     assign_.run(c_.data(), xnorm_.data(), cnorm_.data(), labels_.data(), mindist_.data(), counts_.data());
@@ -300,7 +375,7 @@ class Lloyd {
   const T* x_;
   std::int64_t n_, d_, k_;
   const Params& params_;
-  DeviceBuffer<T> xnorm_, mindist_, c_, c_next_, cnorm_;
+  DeviceBuffer<C> xnorm_, mindist_, c_, c_next_, cnorm_;
   DeviceBuffer<std::int32_t> labels_, prev_labels_;
   DeviceBuffer<int> counts_;
   DeviceBuffer<unsigned long long> changed_;
@@ -309,25 +384,25 @@ class Lloyd {
   Assigner<T> assign_;
   detail::Updater<T> updater_;
   detail::AsyncSum inertia_sum_;
-  DeviceBuffer<T> xt_;  // X column-major, when Params::column_copy applies
+  DeviceBuffer<C> xt_;  // X column-major, when Params::column_copy applies
   double tol_scaled_ = 0, shared_init_ms_ = 0;
 };
 
 }  // namespace
 
 template <class T>
-Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
-              const std::vector<T>& initial_centroids, const std::vector<double>& sample_weight) {
+Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
+                         const std::vector<compute_t<T>>& initial_centroids, const std::vector<double>& sample_weight) {
   check_shape(x, n, d, params.k, params.backend);
   check_params(params);
   check_weights(sample_weight, n);
   if (params.init == Init::given) detail::check_centroids(initial_centroids, params.k, d);
   Lloyd<T> lloyd(ctx, x, n, d, params, sample_weight);
   const int runs = params.init == Init::given ? 1 : params.n_init;
-  Result<T> best;
+  Result<compute_t<T>> best;
   for (int run = 0; run < runs; ++run) {
     const std::uint64_t seed = run == 0 ? params.seed : splitmix64(params.seed + static_cast<std::uint64_t>(run));
-    Result<T> r = lloyd.run(seed, initial_centroids);
+    Result<compute_t<T>> r = lloyd.run(seed, initial_centroids);
     if (run == 0 || r.inertia < best.inertia) best = std::move(r);
   }
   return best;
@@ -335,12 +410,13 @@ Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Pa
 
 template <class T>
 std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std::int64_t d,
-                                  const std::vector<T>& centroids, std::int64_t k, gemm::Algo backend,
+                                  const std::vector<compute_t<T>>& centroids, std::int64_t k, gemm::Algo backend,
                                   gemm::Math math) {
   check_shape(x, n, d, k, backend);
   detail::check_centroids(centroids, k, d);
   const cudaStream_t stream = ctx.stream();
-  DeviceBuffer<T> xnorm(static_cast<std::size_t>(n)), mindist(static_cast<std::size_t>(n)), c(centroids),
+  using C = compute_t<T>;
+  DeviceBuffer<C> xnorm(static_cast<std::size_t>(n)), mindist(static_cast<std::size_t>(n)), c(centroids),
       cnorm(static_cast<std::size_t>(k));
   DeviceBuffer<std::int32_t> labels(static_cast<std::size_t>(n));
   DeviceBuffer<int> counts(static_cast<std::size_t>(k));
@@ -356,10 +432,12 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
   if (fused_assignment(ctx, x, n, d, k, backend, math)) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
-  const std::int64_t rows = chunk_rows(n, k, sizeof(T));
+  using C = compute_t<T>;
+  const std::int64_t rows = chunk_rows(n, k, sizeof(C));
+  const C* a = detail::is_16bit<T> ? placeholder<C>() : reinterpret_cast<const C*>(x);
   return std::string(gemm::to_string(gemm::choose(
-      ctx, gemm::Arguments<T>{gemm::row_major<const T>(x, rows, d), gemm::col_major<const T>(placeholder<T>(), d, k),
-                              gemm::row_major(placeholder<T>(), rows, k)})));
+      ctx, gemm::Arguments<C>{gemm::row_major<const C>(a, rows, d, detail::is_16bit<T> ? padded_row(d) : d),
+                              gemm::col_major<const C>(placeholder<C>(), d, k), gemm::row_major(placeholder<C>(), rows, k)})));
 }
 
 template <class T>
@@ -380,14 +458,17 @@ Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, s
 }
 
 #define SKINNY_KMEANS_FIT(T)                                                                                      \
-  template Result<T> fit(Context&, const T*, std::int64_t, std::int64_t, const Params&, const std::vector<T>&,     \
-                         const std::vector<double>&);                                                             \
-  template std::vector<std::int32_t> predict(Context&, const T*, std::int64_t, std::int64_t, const std::vector<T>&, \
-                                             std::int64_t, gemm::Algo, gemm::Math);                               \
+  template Result<compute_t<T>> fit(Context&, const T*, std::int64_t, std::int64_t, const Params&,                \
+                                    const std::vector<compute_t<T>>&, const std::vector<double>&);                \
+  template std::vector<std::int32_t> predict(Context&, const T*, std::int64_t, std::int64_t,                      \
+                                             const std::vector<compute_t<T>>&, std::int64_t, gemm::Algo, gemm::Math); \
   template std::string distance_method(const Context&, const T*, std::int64_t, std::int64_t, std::int64_t,        \
-                                       gemm::Algo, gemm::Math);                                                   \
-  template Blobs<T> make_blobs(Context&, T*, std::int64_t, std::int64_t, int, std::uint64_t, double, double);
+                                       gemm::Algo, gemm::Math);
 SKINNY_KMEANS_FIT(float)
 SKINNY_KMEANS_FIT(double)
+SKINNY_KMEANS_FIT(__half)
+SKINNY_KMEANS_FIT(__nv_bfloat16)
+template Blobs<float> make_blobs(Context&, float*, std::int64_t, std::int64_t, int, std::uint64_t, double, double);
+template Blobs<double> make_blobs(Context&, double*, std::int64_t, std::int64_t, int, std::uint64_t, double, double);
 
 }  // namespace skinny::kmeans

@@ -8,6 +8,7 @@
 //    points, one cluster's run after another, into registers.
 // Either way the sums are the same integers, however the rows were shared out.
 #include "detail.hpp"
+#include "element.cuh"
 #include "fixed_point.hpp"
 
 #include <skinny/gemm/errors.hpp>
@@ -37,19 +38,23 @@ constexpr std::int64_t kStreamMaxK = 16;
 constexpr double kMaxFlushFraction = 0.03;  ///< streamed flushes' atomics at most this fraction of the bytes of X
 constexpr std::int64_t kSharedWeightSums = 4096;  ///< clusters whose weight sums a block keeps in shared memory
 
-template <class T, int N> struct Vec;
-template <> struct Vec<float, 1> { using type = float; };
-template <> struct Vec<float, 4> { using type = float4; };
-template <> struct Vec<double, 1> { using type = double; };
-template <> struct Vec<double, 2> { using type = double2; };
+/// Elements per vector load: 16 bytes of float or double, 8 bytes of 16-bit data (8 x 16-bit columns per
+/// thread would take twice the shared memory of the streamed sums per block).
+template <class T>
+constexpr int kVecOf = sizeof(T) >= 4 ? 16 / static_cast<int>(sizeof(T)) : 4;
+
+/// N consecutive elements of a row, loaded together.
+template <class T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T e[N];
+};
 
 /// Adds N elements of v times the weight w, each in fixed point with its column's scale.
-template <class T, int N, class V>
-__device__ __forceinline__ void add_fixed_row(long long* s, std::int64_t stride, const V& v, double w,
+template <class T, int N>
+__device__ __forceinline__ void add_fixed_row(long long* s, std::int64_t stride, const Vec<T, N>& v, double w,
                                               const double (&scale)[N]) {
-  const T* e = reinterpret_cast<const T*>(&v);
 #pragma unroll
-  for (int i = 0; i < N; ++i) s[i * stride] += to_fixed(static_cast<double>(e[i]) * w, scale[i]);
+  for (int i = 0; i < N; ++i) s[i * stride] += to_fixed(to_double(v.e[i]) * w, scale[i]);
 }
 
 /// Few clusters: block (range, slice) adds each row r of its range to sums[labels[r]] over the slice's
@@ -62,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) stream_sums_kernel(const T* __restri
                                                               std::int64_t rows_per_range,
                                                               const double* __restrict__ scale, u64* __restrict__ hi,
                                                               u64* __restrict__ lo) {
-  using V = typename Vec<T, N>::type;
+  using V = Vec<T, N>;
   extern __shared__ long long sums[];  // [k][N * kThreads]: thread t's columns at N t ..
   const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
   if (j >= d) return;
@@ -128,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restri
                                                               const double* __restrict__ weights,
                                                               const double* __restrict__ scale, u64* __restrict__ hi,
                                                               u64* __restrict__ lo) {
-  using V = typename Vec<T, N>::type;
+  using V = Vec<T, N>;
   const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
   if (j >= d) return;
   double f[N];
@@ -209,7 +214,7 @@ __global__ void column_max_kernel(const T* __restrict__ x, std::int64_t n, std::
   double m = 0;
   for (std::int64_t i = r0; i < r1; ++i) {
     const double w = weights ? weights[i] : 1.0;
-    m = fmax(m, j < d ? fabs(static_cast<double>(x[i * d + j]) * w) : fabs(w));
+    m = fmax(m, j < d ? fabs(to_double(x[i * d + j]) * w) : fabs(w));
   }
   atomicMax(out + j, static_cast<u64>(__double_as_longlong(m)));
 }
@@ -220,7 +225,7 @@ __global__ void move_point_kernel(const T* __restrict__ x, std::int64_t d, std::
                                   std::int64_t from, std::int64_t to, const double* __restrict__ scale,
                                   u64* __restrict__ hi, u64* __restrict__ lo) {
   for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    const long long q = to_fixed(static_cast<double>(x[point * d + j]) * w, scale[j]);
+    const long long q = to_fixed(to_double(x[point * d + j]) * w, scale[j]);
     hi[from * d + j] += fixed_high(-q);
     lo[from * d + j] += fixed_low(-q);
     hi[to * d + j] = fixed_high(q);
@@ -230,16 +235,16 @@ __global__ void move_point_kernel(const T* __restrict__ x, std::int64_t d, std::
 
 /// Means (clusters left empty keep their centroid) and each element's squared shift. The denominator is
 /// the count, or the weight sum when the points are weighted (w_hi non-null).
-template <class T>
+template <class C>
 __global__ void means_kernel(const u64* __restrict__ hi, const u64* __restrict__ lo, const double* __restrict__ inv_scale,
                              const int* __restrict__ counts, const u64* __restrict__ w_hi, const u64* __restrict__ w_lo,
-                             double w_inv_scale, const T* __restrict__ old_c, std::int64_t k, std::int64_t d,
-                             T* __restrict__ new_c, double* __restrict__ shift_parts) {
+                             double w_inv_scale, const C* __restrict__ old_c, std::int64_t k, std::int64_t d,
+                             C* __restrict__ new_c, double* __restrict__ shift_parts) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < k * d; idx += stride) {
     const std::int64_t c = idx / d, j = idx - c * d;
     const double denom = w_hi ? from_fixed(w_hi[c], w_lo[c], w_inv_scale) : static_cast<double>(counts[c]);
-    const T value = counts[c] > 0 ? static_cast<T>(from_fixed(hi[idx], lo[idx], inv_scale[j]) / denom) : old_c[idx];
+    const C value = counts[c] > 0 ? static_cast<C>(from_fixed(hi[idx], lo[idx], inv_scale[j]) / denom) : old_c[idx];
     new_c[idx] = value;
     const double delta = static_cast<double>(value) - static_cast<double>(old_c[idx]);
     shift_parts[idx] = delta * delta;
@@ -266,8 +271,7 @@ std::size_t stream_smem(std::int64_t k, int vec) {
 
 template <class T>
 Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) : n_(n), d_(d), k_(k) {
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  vec_ = d % kVec == 0 ? kVec : 1;
+  vec_ = d % kVecOf<T> == 0 ? kVecOf<T> : 1;
   sums_ = device_array<u64>(2 * k * d);
   weight_sums_ = device_array<u64>(2 * k);
   scale_ = device_array<double>(2 * d);
@@ -280,7 +284,7 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
     // range adds k x d sums to the global ones per kFlushRows rows; where those atomics would exceed
     // kMaxFlushFraction of the bytes of X (few points), the sorted path is used instead.
     const std::size_t smem = stream_smem(k, vec_);
-    const void* fn = vec_ > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, 16 / sizeof(T)>)
+    const void* fn = vec_ > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, kVecOf<T>>)
                               : reinterpret_cast<const void*>(&stream_sums_kernel<T, 1>);
     SKINNY_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int per_sm = 0;
@@ -345,15 +349,15 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
   u64* hi = sums_.data();
   u64* lo = hi + k_ * d_;
   const double* scale = scale_.data();
-  // 16-byte loads when every row starts 16-byte aligned (d a multiple of the vector and x aligned).
-  const int vec = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 ? vec_ : 1;
+  // Vector loads when every row starts aligned (d a multiple of the vector and x aligned).
+  const int vec = reinterpret_cast<std::uintptr_t>(x) % (sizeof(T) * kVecOf<T>) == 0 ? vec_ : 1;
   const std::int64_t slices = (d_ / vec + kThreads - 1) / kThreads;
   if (streaming_) {
     const std::int64_t rows_per_range = (rows + ranges_ - 1) / ranges_;
     const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range), static_cast<unsigned>(slices));
     const std::size_t smem = stream_smem(k_, vec);
     if (vec > 1)
-      stream_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, smem, stream>>>(x, rows, d_, labels, weights, k_,
+      stream_sums_kernel<T, kVecOf<T>><<<grid, kThreads, smem, stream>>>(x, rows, d_, labels, weights, k_,
                                                                                rows_per_range, scale, hi, lo);
     else
       stream_sums_kernel<T, 1><<<grid, kThreads, smem, stream>>>(x, rows, d_, labels, weights, k_, rows_per_range,
@@ -369,7 +373,7 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
                                                     bits_for(k_), stream));
     const dim3 grid(static_cast<unsigned>((rows + kPiece - 1) / kPiece), static_cast<unsigned>(slices));
     if (vec > 1)
-      sorted_sums_kernel<T, 16 / sizeof(T)><<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(),
+      sorted_sums_kernel<T, kVecOf<T>><<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(),
                                                                             weights, scale, hi, lo);
     else
       sorted_sums_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(), weights,
@@ -385,8 +389,8 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
 }
 
 template <class T>
-double Updater<T>::finish(const T* x, const double* weights, std::int32_t* labels, const T* mindist,
-                          const int* counts_dev, const T* old_c, T* new_c, cudaStream_t stream) {
+double Updater<T>::finish(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
+                          const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
   // The counts come back while the means are queued on the assumption that no cluster is empty, so one
   // wait covers all; an empty cluster redoes the means after its move.
   counts_host_.copy_from_device_async(counts_dev, stream);
@@ -400,10 +404,10 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
   std::vector<std::int64_t> empty;
   for (std::int64_t c = 0; c < k_; ++c)
     if (counts[static_cast<std::size_t>(c)] == 0) empty.push_back(c);
-  std::vector<T> dist(static_cast<std::size_t>(n_));
+  std::vector<C> dist(static_cast<std::size_t>(n_));
   std::vector<std::int32_t> lab(static_cast<std::size_t>(n_));
   std::vector<double> w(weights ? static_cast<std::size_t>(n_) : 0);
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(dist.data(), mindist, dist.size() * sizeof(T), cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(dist.data(), mindist, dist.size() * sizeof(C), cudaMemcpyDeviceToHost, stream));
   SKINNY_CUDA_TRY(cudaMemcpyAsync(lab.data(), labels, lab.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
   if (weights)
     SKINNY_CUDA_TRY(cudaMemcpyAsync(w.data(), weights, w.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
@@ -412,7 +416,7 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
   std::iota(order.begin(), order.end(), 0);
   const auto m = static_cast<std::ptrdiff_t>(std::min<std::size_t>(empty.size(), order.size()));
   std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](std::int64_t a, std::int64_t b) {
-    const T da = dist[static_cast<std::size_t>(a)], db = dist[static_cast<std::size_t>(b)];
+    const C da = dist[static_cast<std::size_t>(a)], db = dist[static_cast<std::size_t>(b)];
     return da > db || (da == db && a < b);
   });
   u64* hi = sums_.data();
@@ -446,18 +450,18 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
 }
 
 template <class T>
-double Updater<T>::update(const T* x, const double* weights, std::int32_t* labels, const T* mindist,
-                          const int* counts_dev, const T* old_c, T* new_c, cudaStream_t stream) {
+double Updater<T>::update(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
+                          const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
   begin(stream);
   accumulate(x, weights, labels, n_, stream);
   return finish(x, weights, labels, mindist, counts_dev, old_c, new_c, stream);
 }
 
 template <class T>
-void Updater<T>::means_and_shift(const int* counts, const T* old_c, T* new_c, cudaStream_t stream) {
+void Updater<T>::means_and_shift(const int* counts, const C* old_c, C* new_c, cudaStream_t stream) {
   const u64* hi = sums_.data();
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((k_ * d_ + 255) / 256, 8LL * sms_));
-  means_kernel<T><<<blocks, 256, 0, stream>>>(hi, hi + k_ * d_, scale_.data() + d_, counts,
+  means_kernel<C><<<blocks, 256, 0, stream>>>(hi, hi + k_ * d_, scale_.data() + d_, counts,
                                               weighted_ ? weight_sums_.data() : nullptr,
                                               weighted_ ? weight_sums_.data() + k_ : nullptr, 1.0 / weight_scale_,
                                               old_c, k_, d_, new_c, shift_parts_.data());
@@ -468,5 +472,7 @@ void Updater<T>::means_and_shift(const int* counts, const T* old_c, T* new_c, cu
 
 template class Updater<float>;
 template class Updater<double>;
+template class Updater<__half>;
+template class Updater<__nv_bfloat16>;
 
 }  // namespace skinny::kmeans::detail

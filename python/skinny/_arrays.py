@@ -30,19 +30,42 @@ def _library(x: Any) -> str:
     return type(x).__module__.split(".")[0]
 
 
-def check_array(x: Any, name: str = "X") -> Any:
-    """A 2-D, non-empty, finite, C-contiguous float32/float64 array: a NumPy array for host input (a
-    copy when it had another layout or float dtype), or the CUDA array itself (converted on the device
-    by its own library when its dtype or layout is not one of those)."""
+def check_array(x: Any, name: str = "X", sixteen_bit: bool = False) -> Any:
+    """A 2-D, non-empty, finite, C-contiguous float32/float64 array (and float16, or a PyTorch bfloat16
+    tensor, when ``sixteen_bit``): a NumPy array for host input (a copy when it had another layout or
+    float dtype), or the CUDA array itself (converted on the device by its own library when its dtype or
+    layout is not one of those)."""
+    if _is_torch_bfloat16(x):
+        if not sixteen_bit:
+            x = x.float()
+        else:
+            return _check_torch_bfloat16(x, name)
     if is_cuda_array(x):
-        return _check_cuda(x, name)
+        return _check_cuda(x, name, sixteen_bit)
     if _library(x) == "scipy" or hasattr(x, "tocsr"):
         raise TypeError(f"{name}: sparse matrices are not supported; pass a dense array")
     a = np.asarray(x)
     _check_shape(a.shape, name)
-    a = np.ascontiguousarray(a, dtype=_float_dtype(a.dtype, name))
+    a = np.ascontiguousarray(a, dtype=_float_dtype(a.dtype, name, sixteen_bit))
     _check_finite_host(a, name)
     return a
+
+
+def _is_torch_bfloat16(x: Any) -> bool:
+    return _library(x) == "torch" and str(getattr(x, "dtype", "")) == "torch.bfloat16"
+
+
+def _check_torch_bfloat16(x: Any, name: str) -> Any:
+    """A PyTorch bfloat16 tensor (which has no __cuda_array_interface__): on the GPU, C-contiguous, finite."""
+    _check_shape(tuple(x.shape), name)
+    if not x.is_cuda:
+        raise TypeError(f"{name}: bfloat16 data must be a CUDA tensor (NumPy has no bfloat16); move it with .cuda() "
+                        f"or pass float32")
+    x = x.contiguous()
+    synchronize_producer(x)
+    if _skinny.count_non_finite(x) > 0:
+        raise ValueError(f"{name} contains NaN or infinity; K-means needs finite values")
+    return x
 
 
 def _check_shape(shape: tuple, name: str) -> None:
@@ -54,13 +77,14 @@ def _check_shape(shape: tuple, name: str) -> None:
         raise ValueError(f"{name}: empty array of shape {tuple(shape)}; need at least one sample and one feature")
 
 
-def _float_dtype(dtype: np.dtype, name: str) -> np.dtype:
-    """float32 and float64 stay; other floats become float32 (float16) or float64 (longdouble)."""
+def _float_dtype(dtype: np.dtype, name: str, sixteen_bit: bool = False) -> np.dtype:
+    """float32 and float64 stay (and float16 with ``sixteen_bit``); other floats become float32 (float16)
+    or float64 (longdouble)."""
     dtype = np.dtype(dtype)
     if dtype.kind != "f":
         raise TypeError(f"{name}: dtype {dtype} is not supported; pass float32 or float64 data "
                         f"(e.g. X.astype(np.float32))")
-    if dtype in (np.float32, np.float64):
+    if dtype in (np.float32, np.float64) or (sixteen_bit and dtype == np.float16):
         return dtype
     return np.dtype(np.float32) if dtype.itemsize < 4 else np.dtype(np.float64)
 
@@ -74,7 +98,7 @@ def _check_finite_host(a: np.ndarray, name: str) -> None:
             raise ValueError(f"{name} contains {what}; K-means needs finite values")
 
 
-def _check_cuda(x: Any, name: str) -> Any:
+def _check_cuda(x: Any, name: str, sixteen_bit: bool = False) -> Any:
     try:
         cai = x.__cuda_array_interface__
     except AttributeError:
@@ -83,7 +107,7 @@ def _check_cuda(x: Any, name: str) -> Any:
     shape = tuple(cai["shape"])
     _check_shape(shape, name)
     dtype = np.dtype(cai["typestr"])
-    want = _float_dtype(dtype, name)
+    want = _float_dtype(dtype, name, sixteen_bit)
     if dtype != want or not _c_contiguous(shape, cai.get("strides"), dtype.itemsize):
         x = _convert_on_device(x, want, name)
     if not hasattr(x, "__dlpack__"):
@@ -154,15 +178,25 @@ def empty_like(x: Any, shape: tuple, what: str) -> Any:
 
 
 def float_dtype_of(x: Any) -> np.dtype:
-    """The NumPy dtype of a checked array (host or CUDA)."""
+    """The NumPy dtype of a checked array (host or CUDA); float32 stands for PyTorch's bfloat16."""
     if isinstance(x, np.ndarray):
         return x.dtype
+    if _is_torch_bfloat16(x):
+        return np.dtype(np.float32)
     return np.dtype(x.__cuda_array_interface__["typestr"])
+
+
+def compute_dtype_of(x: Any) -> np.dtype:
+    """The dtype of centres and distances for data x: float64 for float64, float32 otherwise (16-bit data
+    computes in float32)."""
+    return np.dtype(np.float64) if float_dtype_of(x) == np.float64 else np.dtype(np.float32)
 
 
 def shape_of(x: Any) -> tuple:
     if isinstance(x, np.ndarray):
         return x.shape
+    if _is_torch_bfloat16(x):
+        return tuple(x.shape)
     return tuple(x.__cuda_array_interface__["shape"])
 
 

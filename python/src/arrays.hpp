@@ -9,6 +9,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -30,9 +32,23 @@ bool on_cuda(const Array& a) {
   return a.device_type() == nb::device::cuda::value;
 }
 
+/// The DLPack dtype of T (nanobind names none for the CUDA 16-bit types).
+template <class T>
+nb::dlpack::dtype dtype_of() {
+  return nb::dtype<T>();
+}
+template <>
+inline nb::dlpack::dtype dtype_of<__half>() {
+  return {static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+}
+template <>
+inline nb::dlpack::dtype dtype_of<__nv_bfloat16>() {
+  return {static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+}
+
 template <class T, class Array>
 bool holds(const Array& a) {
-  return a.dtype() == nb::dtype<T>();
+  return a.dtype() == dtype_of<T>();
 }
 
 /// Makes a CUDA array's device the current one for this scope (host arrays: leaves the current one),

@@ -74,10 +74,11 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
       progress(i.iteration, i.inertia, i.shift, i.ms);
     };
   }
-  const std::vector<T> initial = a.init_centroids ? host_values<T>(*a.init_centroids) : std::vector<T>{};
+  using C = kmeans::compute_t<T>;
+  const std::vector<C> initial = a.init_centroids ? host_values<C>(*a.init_centroids) : std::vector<C>{};
 
   DeviceScope scope(x);
-  kmeans::Result<T> best;
+  kmeans::Result<C> best;
   {
     nb::gil_scoped_release no_gil;
     const DeviceMatrix<T> dx(x);  // one copy of host data for all the restarts
@@ -103,7 +104,7 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
 
 template <class T>
 nb::object predict(const Matrix& x, const Matrix& centroids, const std::string& backend, const std::string& math_name) {
-  const std::vector<T> c = host_values<T>(centroids);
+  const std::vector<kmeans::compute_t<T>> c = host_values<kmeans::compute_t<T>>(centroids);
   const gemm::Algo algo = gemm::algo_from_name(backend);
   const gemm::Math math = math_from_name(math_name);
   DeviceScope scope(x);
@@ -147,12 +148,26 @@ std::int64_t count_non_finite(const Matrix& x) {
   return kmeans::count_non_finite<T>(ctx, static_cast<const T*>(x.data()), static_cast<std::int64_t>(x.size()));
 }
 
-/// Calls f<float> or f<double> by the dtype of x (the Python layer allows only these two).
-template <class F32, class F64>
-auto by_dtype(const Matrix& x, F32 f32, F64 f64) {
-  if (holds<float>(x)) return f32();
-  if (holds<double>(x)) return f64();
+template <class T>
+struct Type {
+  using type = T;
+};
+
+/// Calls f(Type<T>{}) for the element type T of x: float or double.
+template <class F>
+auto by_dtype(const Matrix& x, F f) {
+  if (holds<float>(x)) return f(Type<float>{});
+  if (holds<double>(x)) return f(Type<double>{});
   throw nb::type_error("skinny: expected a float32 or float64 array");
+}
+
+/// The same, with the 16-bit data fit and predict take too: __half (float16) and __nv_bfloat16.
+template <class F>
+auto by_any_dtype(const Matrix& x, F f) {
+  if (holds<__half>(x)) return f(Type<__half>{});
+  if (holds<__nv_bfloat16>(x)) return f(Type<__nv_bfloat16>{});
+  if (holds<float>(x) || holds<double>(x)) return by_dtype(x, f);
+  throw nb::type_error("skinny: expected a float32, float64, float16 or bfloat16 array");
 }
 
 }  // namespace
@@ -167,7 +182,7 @@ void bind_kmeans(nb::module_& m) {
         if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
         const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
                         stop_when_stable, math_from_name(math), std::move(weights), std::move(progress)};
-        return by_dtype(x, [&] { return fit<float>(x, a); }, [&] { return fit<double>(x, a); });
+        return by_any_dtype(x, [&](auto t) { return fit<typename decltype(t)::type>(x, a); });
       },
       nb::arg("x").noconvert(), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(), nb::arg("max_iter"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"), nb::arg("column_copy"),
@@ -177,16 +192,14 @@ void bind_kmeans(nb::module_& m) {
   m.def(
       "kmeans_predict",
       [](const Matrix& x, const Matrix& centroids, const std::string& backend, const std::string& math) {
-        return by_dtype(x, [&] { return predict<float>(x, centroids, backend, math); },
-                        [&] { return predict<double>(x, centroids, backend, math); });
+        return by_any_dtype(x, [&](auto t) { return predict<typename decltype(t)::type>(x, centroids, backend, math); });
       },
       nb::arg("x").noconvert(), nb::arg("centroids").noconvert(), nb::arg("backend"), nb::arg("math") = "exact",
       "Index of the nearest centroid of each row of x (int32).");
   m.def(
       "kmeans_sq_distances",
       [](const Matrix& x, const Matrix& centroids, const std::string& backend) {
-        return by_dtype(x, [&] { return sq_distances<float>(x, centroids, backend); },
-                        [&] { return sq_distances<double>(x, centroids, backend); });
+        return by_dtype(x, [&](auto t) { return sq_distances<typename decltype(t)::type>(x, centroids, backend); });
       },
       nb::arg("x").noconvert(), nb::arg("centroids").noconvert(), nb::arg("backend"),
       "Squared Euclidean distances (n x k) of the rows of x to the centroids.");
@@ -194,7 +207,7 @@ void bind_kmeans(nb::module_& m) {
       "count_non_finite",
       [](const Matrix& x) {
         if (!on_cuda(x)) throw std::invalid_argument("count_non_finite: expected a CUDA array");
-        return by_dtype(x, [&] { return count_non_finite<float>(x); }, [&] { return count_non_finite<double>(x); });
+        return by_any_dtype(x, [&](auto t) { return count_non_finite<typename decltype(t)::type>(x); });
       },
       nb::arg("x").noconvert(), "Number of NaN or infinite values in a CUDA array.");
 }

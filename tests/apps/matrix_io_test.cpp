@@ -82,6 +82,22 @@ TEST(MatrixIo, NpyRefusesMalformedFilesSayingWhy) {
             error_of([&] { npy_from<float>(with_header("'shape'", "'shapo'")); }).find("no 'shape' entry"));
 }
 
+TEST(MatrixIo, Float16NpyIsReadExactly) {
+  // float16 bits of 1, -2, 0.5, 65504 (largest), 2^-24 (smallest subnormal), 0 laid out as 2 x 3.
+  const std::uint16_t bits[6] = {0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001, 0x0000};
+  const float v[6] = {0, 0, 0, 0, 0, 0};
+  std::string b = npy_bytes(v, 2, 3);
+  b.replace(b.find("<f4"), 3, "<f2");
+  b.resize(b.size() - sizeof v);
+  b.append(reinterpret_cast<const char*>(bits), sizeof bits);
+  const auto m = npy_from<float>(b);
+  ASSERT_EQ(2, m.rows);
+  EXPECT_EQ((std::vector<float>{1, -2, 0.5f, 65504, std::ldexp(1.0f, -24), 0}), m.values);
+  const std::uint16_t nan_bits[6] = {0x3c00, 0x7e00, 0, 0, 0, 0};
+  b.replace(b.size() - sizeof bits, sizeof bits, reinterpret_cast<const char*>(nan_bits), sizeof nan_bits);
+  EXPECT_NE(std::string::npos, error_of([&] { npy_from<float>(b); }).find("non-finite value (nan) at row 0, column 1"));
+}
+
 TEST(MatrixIo, OneDimensionalNpyIsAColumn) {
   const double v[3] = {0.5, 2, 7};
   std::string b = npy_bytes(v, 3, 1);

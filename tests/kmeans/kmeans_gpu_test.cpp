@@ -163,6 +163,56 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   EXPECT_LE(relative_difference(fast.centroids, exact.centroids), 1e-5);
 }
 
+/// 16-bit X (__half, __nv_bfloat16): the same fit as float on the same (widened) values, from the same
+/// centroids, on odd shapes, through the fused kernel (exact and fast math) and through cuBLAS.
+template <class H>
+void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
+  Context& ctx = shared_context();
+  DeviceBuffer<float> xf(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, xf.data(), n, d, k, 17, 1.5, 4.0);
+  std::vector<float> host = xf.to_host();
+  std::vector<H> narrow(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    narrow[i] = static_cast<H>(host[i]);
+    host[i] = static_cast<float>(narrow[i]);  // the values the 16-bit fit sees
+  }
+  xf.copy_from(host);
+  DeviceBuffer<H> xh(narrow);
+  Params p;
+  p.k = k;
+  p.init = Init::given;
+  p.max_iter = 15;
+  const std::vector<float> init = first_points(host, k, d);
+  const std::string where = std::string(std::is_same_v<H, __half> ? "half" : "bf16") +
+                            " n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
+  for (const gemm::Algo backend : {gemm::Algo::automatic, gemm::Algo::cublas}) {
+    p.backend = backend;
+    p.math = gemm::Math::exact;
+    const Result<float> want = fit<float>(ctx, xf.data(), n, d, p, init);
+    const Result<float> got = fit<H>(ctx, xh.data(), n, d, p, init);
+    EXPECT_EQ(want.labels, got.labels) << where;
+    EXPECT_EQ(want.n_iter, got.n_iter) << where;
+    EXPECT_LE(relative_difference(got.centroids, want.centroids), 1e-6) << where;
+    EXPECT_NEAR(want.inertia, got.inertia, 1e-6 * want.inertia) << where;
+    if (backend == gemm::Algo::automatic) {
+      EXPECT_EQ("nearest", distance_method<H>(ctx, xh.data(), n, d, k, backend)) << where;
+      p.math = gemm::Math::fast;
+      const Result<float> fast = fit<H>(ctx, xh.data(), n, d, p, init);
+      EXPECT_NEAR(want.inertia, fast.inertia, 1e-5 * want.inertia) << where;
+    }
+  }
+  // predict on 16-bit points gives the fit's labels.
+  const Result<float> r = fit<H>(ctx, xh.data(), n, d, p, init);
+  EXPECT_EQ(r.labels, predict<H>(ctx, xh.data(), n, d, r.centroids, k)) << where;
+}
+
+TEST_F(KmeansGpu, SixteenBitDataFitsLikeFloat) {
+  sixteen_bit_fits_like_float<__half>(1001, 7, 3);
+  sixteen_bit_fits_like_float<__half>(5003, 36, 130);
+  sixteen_bit_fits_like_float<__nv_bfloat16>(1001, 7, 3);
+  sixteen_bit_fits_like_float<__nv_bfloat16>(3001, 129, 17);
+}
+
 /// Both ways of forming the cluster sums (streamed in row order, sorted by label) give the means and
 /// the shift computed in double on the CPU, on column counts that are not multiples of a block's slice,
 /// with and without weights.

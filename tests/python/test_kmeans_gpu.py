@@ -260,3 +260,30 @@ def test_torch_cuda_input_gives_the_numpy_result(dtype):
     bad[0, 0] = float("inf")
     with pytest.raises(ValueError, match="infinity"):
         skinny.KMeans(k).fit(bad)
+
+
+@pytest.mark.parametrize("math", ["exact", "fast"])
+def test_float16_data_fits_like_its_float32_values(math):
+    X, k = dataset("digits")
+    X16 = (X / 16.0).astype(np.float16)
+    X32 = X16.astype(np.float32)  # the same values
+    init, _ = sklearn_cluster.kmeans_plusplus(X32, k, random_state=0)
+    half = skinny.KMeans(k, init=init, math=math).fit(X16)
+    single = skinny.KMeans(k, init=init, math=math).fit(X32)
+    assert half.cluster_centers_.dtype == np.float32
+    np.testing.assert_array_equal(half.labels_, single.labels_)
+    np.testing.assert_allclose(half.cluster_centers_, single.cluster_centers_, rtol=1e-6, atol=1e-6)
+    assert half.inertia_ == pytest.approx(single.inertia_, rel=1e-6)
+    np.testing.assert_array_equal(half.predict(X16), single.labels_)
+
+
+def test_torch_bfloat16_tensors_fit_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    X, k = dataset("digits")
+    xb = torch.tensor(X / 16.0, dtype=torch.bfloat16, device="cuda")
+    x32 = xb.float().cpu().numpy()
+    init, _ = sklearn_cluster.kmeans_plusplus(x32, k, random_state=0)
+    a = skinny.KMeans(k, init=init).fit(xb)
+    b = skinny.KMeans(k, init=init).fit(x32)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-6)

@@ -119,6 +119,15 @@ def test_sample_weight_of_strings_is_a_type_error():
         skinny.KMeans(2).fit(X, sample_weight=np.array(["a"] * 20))
 
 
+def test_float16_stays_float16_for_kmeans_and_becomes_float32_elsewhere():
+    from skinny._arrays import check_array
+    x16 = np.ones((3, 2), dtype=np.float16)
+    assert check_array(x16, sixteen_bit=True).dtype == np.float16
+    assert check_array(x16).dtype == np.float32
+    with pytest.raises(ValueError, match="NaN"):
+        check_array(np.array([[1, np.nan]], dtype=np.float16), sixteen_bit=True)
+
+
 def test_unknown_math_is_refused():
     with pytest.raises(ValueError, match="math must be 'exact' or 'fast'"):
         skinny.KMeans(2, math="tf32").fit(X)

@@ -12,6 +12,9 @@
 #include <skinny/gemm/gemm.hpp>
 #include <skinny/gemm/nearest.hpp>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -127,6 +130,23 @@ struct PhaseTiming {
   std::vector<double> iteration_ms, distances_iteration_ms, argmin_iteration_ms, update_iteration_ms;
 };
 
+/// The type of centroids, distances and inertia for data of type T: T itself for float and double,
+/// float for the 16-bit __half and __nv_bfloat16.
+template <class T>
+struct Compute {
+  using type = T;
+};
+template <>
+struct Compute<__half> {
+  using type = float;
+};
+template <>
+struct Compute<__nv_bfloat16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename Compute<T>::type;
+
 template <class T>
 struct Result {
   std::int64_t k = 0, d = 0;
@@ -147,9 +167,14 @@ struct Result {
 /// Throws std::invalid_argument naming the offending values (k < 1, k > n, n or d < 1, max_iter < 1,
 /// tol < 0 or NaN, n_init < 1, init_oversampling not finite and > 0, init_rounds < 1, a backend that cannot
 /// do the shape, missing or non-finite given centroids, weights of the wrong count or not finite and > 0).
+///
+/// X may be float, double, or 16-bit (__half, __nv_bfloat16): then the centroids, distances and
+/// inertia are float (compute_t), the products accumulate in float, and X is widened to float a chunk
+/// of rows at a time (in an L2-sized buffer where the rows allow) for the distances.
 template <class T>
-Result<T> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
-              const std::vector<T>& initial_centroids = {}, const std::vector<double>& sample_weight = {});
+Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
+                         const std::vector<compute_t<T>>& initial_centroids = {},
+                         const std::vector<double>& sample_weight = {});
 
 /// How fit and predict compute the distances of this problem: "nearest" (gemm::nearest: the cross
 /// term on the tensor cores fused with the argmin, which Algo::automatic picks for float and many
@@ -161,7 +186,7 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
 /// Labels of the n x d points X (device) for the k x d centroids (host), through `backend`.
 template <class T>
 std::vector<std::int32_t> predict(Context& ctx, const T* x, std::int64_t n, std::int64_t d,
-                                  const std::vector<T>& centroids, std::int64_t k,
+                                  const std::vector<compute_t<T>>& centroids, std::int64_t k,
                                   gemm::Algo backend = gemm::Algo::automatic, gemm::Math math = gemm::Math::exact);
 
 /// Gaussian blobs generated on the GPU: point i belongs to blob i % k; centres uniform in
