@@ -67,6 +67,14 @@ template <class T>
 void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
             T* mindist, int* counts, cudaStream_t stream);
 
+/// Most clusters few_nearest takes.
+constexpr std::int64_t kFewClustersMax = 32;
+/// For k <= kFewClustersMax: labels, mindist (clamped at 0) and counts += of the n points of X (float or
+/// 16-bit, read once in its own type) for the k x d float centroids c, on the FMA units (few_clusters.cu).
+template <class T>
+void few_nearest(const T* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, const float* xnorm,
+                 const float* cnorm, std::int32_t* labels, float* mindist, int* counts, cudaStream_t stream);
+
 /// counts[labels[i]] += 1 for the n labels (integer atomics: the same result in any order).
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream);
 

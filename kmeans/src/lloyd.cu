@@ -107,6 +107,13 @@ bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64
   }
 }
 
+/// Whether the assignment reads X once through detail::few_nearest (automatic backend, k <= 32): for
+/// 16-bit data, which would otherwise be widened to float for the GEMMs.
+template <class T>
+bool few_clusters_assignment(std::int64_t k, gemm::Algo backend) {
+  return detail::is_16bit<T> && backend == gemm::Algo::automatic && k <= detail::kFewClustersMax;
+}
+
 /// Fewest points for the column-major copy of X: below, the tall-skinny kernels' column-major path has
 /// too few rows to fill the GPU without splitting the inner dimension, and rows were faster (H100,
 /// float, d = 4096, k = 16, TSM2 distances with / without the copy: n = 1024 0.168 / 0.067 ms, 16384
@@ -143,16 +150,21 @@ struct Assigner {
   DeviceBuffer<float> wide;  ///< a chunk of 16-bit rows widened to float
   std::vector<std::unique_ptr<CudaEvent>> events;
 
+  bool few;  ///< through detail::few_nearest, over all points at once
+
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), fused(fused_assignment(c, x_, n_, d_, k_, b, m)) {
-    if constexpr (detail::is_16bit<T>) {
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
+        fused(fused_assignment(c, x_, n_, d_, k_, b, m)), few(few_clusters_assignment<T>(k_, b)) {
+    if (few) {
+      rows = n;
+    } else if constexpr (detail::is_16bit<T>) {
       rows = fused ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
       ldw = padded_row(d);
       wide = DeviceBuffer<float>(static_cast<std::size_t>(rows * ldw));
     } else {
       rows = fused ? n : chunk_rows(n, k, sizeof(C));
     }
-    if (!fused) g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
+    if (!fused && !few) g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     const std::int64_t chunks = (n + rows - 1) / rows;
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) events.push_back(std::make_unique<CudaEvent>());
   }
@@ -160,6 +172,15 @@ struct Assigner {
   void run(const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels, C* mindist, int* counts) {
     const cudaStream_t stream = ctx.stream();
     SKINNY_CUDA_TRY(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(k) * sizeof(int), stream));
+    if constexpr (!std::is_same_v<C, double>) {
+      if (few) {  // distances, argmin and counts in one kernel: all of it counts as distances
+        events[0]->record(stream);
+        detail::few_nearest(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, stream);
+        events[1]->record(stream);
+        events[2]->record(stream);
+        return;
+      }
+    }
     std::size_t e = 0;
     for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
       const std::int64_t m = std::min(rows, n - r0);
@@ -431,6 +452,7 @@ template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
+  if (few_clusters_assignment<T>(k, backend)) return "few-clusters";
   if (fused_assignment(ctx, x, n, d, k, backend, math)) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
   using C = compute_t<T>;
   const std::int64_t rows = chunk_rows(n, k, sizeof(C));

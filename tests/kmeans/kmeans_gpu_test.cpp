@@ -195,7 +195,7 @@ void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
     EXPECT_LE(relative_difference(got.centroids, want.centroids), 1e-6) << where;
     EXPECT_NEAR(want.inertia, got.inertia, 1e-6 * want.inertia) << where;
     if (backend == gemm::Algo::automatic) {
-      EXPECT_EQ("nearest", distance_method<H>(ctx, xh.data(), n, d, k, backend)) << where;
+      EXPECT_EQ(k <= 32 ? "few-clusters" : "nearest", distance_method<H>(ctx, xh.data(), n, d, k, backend)) << where;
       p.math = gemm::Math::fast;
       const Result<float> fast = fit<H>(ctx, xh.data(), n, d, p, init);
       EXPECT_NEAR(want.inertia, fast.inertia, 1e-5 * want.inertia) << where;
@@ -207,10 +207,63 @@ void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
 }
 
 TEST_F(KmeansGpu, SixteenBitDataFitsLikeFloat) {
-  sixteen_bit_fits_like_float<__half>(1001, 7, 3);
-  sixteen_bit_fits_like_float<__half>(5003, 36, 130);
+  sixteen_bit_fits_like_float<__half>(1001, 7, 3);      // few clusters, 4 slots
+  sixteen_bit_fits_like_float<__half>(5003, 36, 130);   // the fused kernel on widened rows
+  sixteen_bit_fits_like_float<__half>(2003, 1601, 9);   // few clusters, centroids in two slices
   sixteen_bit_fits_like_float<__nv_bfloat16>(1001, 7, 3);
   sixteen_bit_fits_like_float<__nv_bfloat16>(3001, 129, 17);
+  sixteen_bit_fits_like_float<__nv_bfloat16>(777, 64, 32);
+}
+
+/// The few-clusters kernel against exact distances in double on odd shapes (k = 1..32, d = 1..), with a
+/// poisoned output, in float and 16-bit.
+template <class T>
+void few_clusters_match_exact(std::int64_t n, std::int64_t d, std::int64_t k) {
+  const auto xf = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 91);
+  const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 92);
+  std::vector<T> x(xf.size());
+  std::vector<float> xs(xf.size());  // the values the kernel sees
+  for (std::size_t i = 0; i < xf.size(); ++i) xs[i] = static_cast<float>(x[i] = static_cast<T>(xf[i]));
+  std::vector<float> xn(static_cast<std::size_t>(n)), cn(static_cast<std::size_t>(k));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < d; ++j) xn[i] += xs[i * d + j] * xs[i * d + j];
+  for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t j = 0; j < d; ++j) cn[i] += c[i * d + j] * c[i * d + j];
+  DeviceBuffer<T> dx(x);
+  DeviceBuffer<float> dc(c), dxn(xn), dcn(cn), dmin(std::vector<float>(static_cast<std::size_t>(n), NAN));
+  DeviceBuffer<std::int32_t> dl(std::vector<std::int32_t>(static_cast<std::size_t>(n), -5));
+  DeviceBuffer<int> dcounts(std::vector<int>(static_cast<std::size_t>(k), 0));
+  const cudaStream_t stream = shared_context().stream();
+  detail::few_nearest(dx.data(), n, d, dc.data(), k, dxn.data(), dcn.data(), dl.data(), dmin.data(), dcounts.data(), stream);
+  const auto labels = dl.to_host();
+  const auto dist = dmin.to_host();
+  const auto counts = dcounts.to_host();
+  std::vector<int> want_counts(static_cast<std::size_t>(k), 0);
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(labels[i] >= 0 && labels[i] < k) << where << " point " << i;
+    ++want_counts[labels[i]];
+    double best = INFINITY, mine = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < d; ++p) s += (double(xs[i * d + p]) - c[j * d + p]) * (double(xs[i * d + p]) - c[j * d + p]);
+      best = std::min(best, s);
+      if (j == labels[i]) mine = s;
+    }
+    const double bound = 64 * 1.2e-7 * (double(xn[i]) + double(*std::max_element(cn.begin(), cn.end())));
+    ASSERT_LE(mine - best, bound) << where << " point " << i;
+    ASSERT_NEAR(mine, double(dist[i]), bound) << where << " point " << i;
+  }
+  EXPECT_EQ(want_counts, counts) << where;
+}
+
+TEST_F(KmeansGpu, FewClustersMatchExactDistances) {
+  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {7, 3, 2}, {1000, 17, 5},
+                               {1031, 130, 16}, {300, 2000, 9}, {513, 7000, 32}, {4097, 64, 31}}) {
+    few_clusters_match_exact<float>(n, d, k);
+    few_clusters_match_exact<__half>(n, d, k);
+    few_clusters_match_exact<__nv_bfloat16>(n, d, k);
+  }
 }
 
 /// Both ways of forming the cluster sums (streamed in row order, sorted by label) give the means and
