@@ -27,6 +27,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kValues = 64;                      ///< R x K partial sums per lane
 constexpr std::size_t kCentroidSmem = 96 << 10;  ///< shared memory for centroids, bytes
+constexpr int kLoadsInFlight = 16;               ///< values of X per lane whose loads are issued together
 
 /// Rows a warp takes at a time: R x K = kValues partial sums per lane.
 template <int K>
@@ -52,13 +53,14 @@ __device__ __forceinline__ void halve(float (&acc)[kValues], int lane) {
 }
 
 template <class T, int K>
-__global__ void __launch_bounds__(kThreads) few_nearest_kernel(const T* __restrict__ x, std::int64_t n,
+__global__ void __launch_bounds__(kThreads, 2) few_nearest_kernel(const T* __restrict__ x, std::int64_t n,
                                                               std::int64_t d, const float* __restrict__ c, int k,
                                                               const float* __restrict__ xnorm,
                                                               const float* __restrict__ cnorm, std::int64_t slice,
                                                               std::int32_t* __restrict__ labels,
                                                               float* __restrict__ mindist, int* __restrict__ counts) {
   constexpr int R = kRowsPerWarp<K>;
+  constexpr int kBatch = kLoadsInFlight / R;  // columns per lane loaded together (R rows each)
   constexpr int V = kValues / 32;  // sums per lane after the reduction
   constexpr int kLanesPerRow = K / V;
   static_assert(kValues % 32 == 0 && K % V == 0 && R * K == kValues, "whole rows per lane group");
@@ -90,15 +92,26 @@ __global__ void __launch_bounds__(kThreads) few_nearest_kernel(const T* __restri
         __syncthreads();
       }
       const std::int64_t end = min(slice, d - t0);
-      for (std::int64_t j = lane; j < end; j += 32) {
-        float xv[R];
+      // kBatch columns' loads of all R rows in flight before the first is used: one load at a time per
+      // warp would leave the SM waiting on memory latency (R x kBatch registers: 16).
+      for (std::int64_t j0 = lane; j0 < end; j0 += 32 * kBatch) {
+        float xv[kBatch][R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) xv[r] = row0 + r < n ? to_float(x[(row0 + r) * d + t0 + j]) : 0.f;
+        for (int u = 0; u < kBatch; ++u)
 #pragma unroll
-        for (int cc = 0; cc < K; ++cc) {
-          const float cv = cs[cc * slice + j];
+          for (int r = 0; r < R; ++r) {
+            const std::int64_t j = j0 + 32 * u;
+            xv[u][r] = row0 + r < n && j < end ? to_float(x[(row0 + r) * d + t0 + j]) : 0.f;
+          }
 #pragma unroll
-          for (int r = 0; r < R; ++r) acc[r * K + cc] = fmaf(xv[r], cv, acc[r * K + cc]);
+        for (int u = 0; u < kBatch; ++u) {
+          const std::int64_t j = min(j0 + 32 * u, slice - 1);  // past the end: a zero x times any centroid
+#pragma unroll
+          for (int cc = 0; cc < K; ++cc) {
+            const float cv = cs[cc * slice + j];
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r * K + cc] = fmaf(xv[u][r], cv, acc[r * K + cc]);
+          }
         }
       }
     }
