@@ -11,11 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SKINNY_HOST_DEVICE __host__ __device__
-#else
-#define SKINNY_HOST_DEVICE
-#endif
+#include <skinny/gemm/host_device.hpp>
 
 namespace skinny::kmeans::detail {
 
@@ -60,4 +56,3 @@ __device__ __forceinline__ void add_fixed(unsigned long long* hi, unsigned long 
 
 }  // namespace skinny::kmeans::detail
 
-#undef SKINNY_HOST_DEVICE

@@ -4,11 +4,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SKINNY_HOST_DEVICE __host__ __device__
-#else
-#define SKINNY_HOST_DEVICE
-#endif
+#include <skinny/gemm/host_device.hpp>
 
 namespace skinny {
 
@@ -21,4 +17,3 @@ SKINNY_HOST_DEVICE inline std::uint64_t splitmix64(std::uint64_t z) {
 
 }  // namespace skinny
 
-#undef SKINNY_HOST_DEVICE
