@@ -446,6 +446,61 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
 }
 
 template <class T>
+double Updater<T>::finish(const HostPoints& points, const int* counts_dev, const T* old_c, T* new_c,
+                          cudaStream_t stream) {
+  counts_host_.copy_from_device_async(counts_dev, stream);
+  means_and_shift(counts_dev, old_c, new_c, stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (std::find(counts_host_.data(), counts_host_.data() + k_, 0) == counts_host_.data() + k_) return shift_.value();
+  std::vector<int> counts(counts_host_.data(), counts_host_.data() + k_);
+
+  // As finish(x, ...): the farthest points, largest distance first, ties to the lower index; only the
+  // points' rows come from host memory, one at a time through a small device buffer.
+  std::vector<std::int64_t> empty;
+  for (std::int64_t c = 0; c < k_; ++c)
+    if (counts[static_cast<std::size_t>(c)] == 0) empty.push_back(c);
+  std::vector<T> dist;
+  std::vector<std::int32_t> lab;
+  points.fetch(dist, lab);
+  std::vector<std::int64_t> order(dist.size());
+  std::iota(order.begin(), order.end(), 0);
+  const auto m = static_cast<std::ptrdiff_t>(std::min<std::size_t>(empty.size(), order.size()));
+  std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](std::int64_t a, std::int64_t b) {
+    const T da = dist[static_cast<std::size_t>(a)], db = dist[static_cast<std::size_t>(b)];
+    return da > db || (da == db && a < b);
+  });
+  u64* hi = sums_.data();
+  u64* lo = hi + k_ * d_;
+  std::vector<u64> wsums;
+  if (weighted_) wsums = weight_sums_.to_host();  // waits for the stream
+  DeviceBuffer<T> row(static_cast<std::size_t>(d_));
+  for (std::ptrdiff_t e = 0; e < m; ++e) {
+    const std::int64_t point = order[static_cast<std::size_t>(e)], to = empty[static_cast<std::size_t>(e)];
+    const std::int32_t from = lab[static_cast<std::size_t>(point)];
+    const double wp = points.weights ? points.weights[point] : 1.0;
+    // Stream order keeps the copy of each row after the kernel that read the previous one.
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(row.data(), points.x + point * d_, row.bytes(), cudaMemcpyHostToDevice, stream));
+    move_point_kernel<T><<<1, 256, 0, stream>>>(row.data(), d_, 0, wp, from, to, scale_.data(), hi, lo);
+    SKINNY_CHECK_LAUNCH();
+    if (weighted_) {
+      const long long q = std::llrint(wp * weight_scale_);
+      wsums[static_cast<std::size_t>(from)] += fixed_high(-q);
+      wsums[static_cast<std::size_t>(k_ + from)] += fixed_low(-q);
+      wsums[static_cast<std::size_t>(to)] = fixed_high(q);
+      wsums[static_cast<std::size_t>(k_ + to)] = fixed_low(q);
+    }
+    --counts[static_cast<std::size_t>(from)];
+    counts[static_cast<std::size_t>(to)] = 1;
+    points.relabel(point, static_cast<std::int32_t>(to));
+  }
+  if (weighted_) weight_sums_.copy_from(wsums);
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_.data(), counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));
+  means_and_shift(counts_.data(), old_c, new_c, stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return shift_.value();
+}
+
+template <class T>
 double Updater<T>::update(const T* x, const double* weights, std::int32_t* labels, const T* mindist,
                           const int* counts_dev, const T* old_c, T* new_c, cudaStream_t stream) {
   begin(stream);
