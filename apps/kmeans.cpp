@@ -65,7 +65,7 @@ struct KmeansOptions {
 
 /// Files up to this size are checked for NaN and infinity while the arguments are parsed (before any
 /// GPU work); a larger mapped .npy is checked while it streams, or before its copy to the GPU.
-constexpr std::int64_t kCheckWhileParsingBytes = std::int64_t(256) << 20;
+constexpr std::int64_t kCheckWhileParsingBytes = std::int64_t(64) << 20;
 
 /// What was read and checked before any GPU work (a malformed file is refused without a device).
 template <class T>
