@@ -3,22 +3,35 @@
 //   kmeans --input points.npy --k 8 --output-labels labels.npy --json result.json
 //   kmeans --n 65536 --k 16 --compare                   cuBLAS against every custom backend, end to end
 //   kmeans --input new.npy --predict centroids.npy --output-labels labels.npy   labels for given centroids
+//   kmeans --input big.npy --k 64 --max-gpu-memory 2G   X streamed from the mapped file through 2 GiB of GPU memory
+//   kmeans --n 268435456 --d 32 --max-gpu-memory 8G     the streaming benchmark: 32 GiB of blobs in host memory
 #include "common/app_main.hpp"
 #include "common/device_data.hpp"
+#include "common/h2d_ceiling.hpp"
+#include "common/host_blobs.hpp"
+#include "common/mapped_npy.hpp"
 #include "common/matrix_io.hpp"
+#include "common/sizes.hpp"
 #include "common/timing.hpp"
 
 #include <skinny/gemm/cuda_event.hpp>
 #include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/gemm.hpp>
+#include <skinny/gemm/pinned_buffer.hpp>
 #include <skinny/kmeans/kmeans.hpp>
+#include <skinny/kmeans/stream.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace skinny::apps {
@@ -43,15 +56,30 @@ struct KmeansOptions {
   bool compare = false;
   bool no_column_copy = false;
   bool progress = false;
+  std::string max_gpu_memory_text;  ///< --max-gpu-memory as given
+  std::uint64_t max_gpu_memory = 0; ///< its bytes; 0: stream only data that does not fit the GPU
+  std::int64_t chunk_rows = 0;      ///< rows per streamed chunk; 0: from the budget
+  std::string host_memory = "pageable";  ///< where streamed synthetic data is generated
+  int host_threads = 0;             ///< threads filling the pinned staging buffers; 0: the library's choice
   CommonOptions common;
 };
+
+/// Files up to this size are checked for NaN and infinity while the arguments are parsed (before any
+/// GPU work); a larger mapped .npy is checked while it streams, or before its copy to the GPU.
+constexpr std::int64_t kCheckWhileParsingBytes = std::int64_t(64) << 20;
 
 /// What was read and checked before any GPU work (a malformed file is refused without a device).
 template <class T>
 struct Input {
-  std::optional<HostData<T>> data;  ///< empty: synthetic blobs
+  std::optional<HostData<T>> data;  ///< a file read into memory (CSV, raw, or a .npy of the other precision)
+  std::optional<MappedNpy> mapped;  ///< a .npy of this precision, mapped in place; neither: synthetic blobs
+  bool finite_checked = true;       ///< false: a mapped file too large to check while parsing
   std::vector<T> initial;           ///< given initial centroids, or the centroids of --predict
   std::vector<double> weights;      ///< --sample-weight, or empty
+
+  bool synthetic() const { return !data && !mapped; }
+  /// The points in host memory (a file's).
+  const T* points() const { return mapped ? mapped->values<T>() : data->values.data(); }
 };
 
 void setup_kmeans(CLI::App& app, KmeansOptions& o) {
@@ -89,6 +117,27 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_flag("--no-column-copy", o.no_column_copy,
                "Run the distance GEMM on X's rows, without the column-major copy of X (n x d more memory)");
   app.add_flag("--compare", o.compare, "Run cuBLAS and every custom backend that can do the shape; print the end-to-end table");
+  app.add_option("--max-gpu-memory", o.max_gpu_memory_text,
+                 "Stream X from host memory (a .npy --input is mapped, not read) through at most this much GPU memory: "
+                 "bytes, or with a suffix K, M, G or T (powers of 1024), e.g. 2G. Without it, data that does not fit "
+                 "the GPU streams through its free memory")
+      ->check([](const std::string& text) {
+        try {
+          parse_size(text);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
+  app.add_option("--chunk-rows", o.chunk_rows, "Rows per streamed chunk (0: from the GPU memory budget)")
+      ->check(CLI::Range(std::int64_t(0), std::int64_t(INT32_MAX)))->capture_default_str();
+  app.add_option("--host-memory", o.host_memory,
+                 "Where synthetic data that streams is generated: pageable (copied through pinned staging buffers) "
+                 "or pinned (page-locked: copied as it is)")
+      ->check(CLI::IsMember({"pageable", "pinned"}))->capture_default_str();
+  app.add_option("--host-threads", o.host_threads,
+                 "Threads copying pageable X into the pinned staging buffers of a streamed fit (0: min(8, cores))")
+      ->check(CLI::Range(0, 1024))->capture_default_str();
   app.add_flag("--progress", o.progress,
                "Print a line per iteration (inertia, centroid shift, time) and per initialisation step (k-means|| "
                "round, every 256 centres of k-means++ or of the k-means|| reduction)");
@@ -119,13 +168,31 @@ Input<T> read_input(KmeansOptions& o) {
   // Synthetic blobs are separated so widely that Lloyd converges in two or three iterations; a fixed
   // count gives a steady median time per iteration, which is what the synthetic run is for.
   if (o.input.empty() && !o.tol_given) o.tol = 0;
+  if (!o.max_gpu_memory_text.empty()) {
+    o.max_gpu_memory = parse_size(o.max_gpu_memory_text);
+    if (!o.predict.empty() || o.compare)
+      throw std::invalid_argument("--max-gpu-memory streams a fit from host memory; --predict and --compare need the "
+                                  "points on the GPU (leave --max-gpu-memory out)");
+  }
   if (!o.input.empty()) {
     ReadOptions ro;
     ro.raw_cols = o.d;
     ro.raw_type = sizeof(T) == 8 ? RawType::f64 : RawType::f32;
-    in.data = read_matrix<T>(o.input, ro);
-    o.n = in.data->rows;
-    o.d = in.data->cols;
+    if (format_from_path(o.input) == FileFormat::npy) {
+      // Mapped, not read: a file larger than the GPU (or than memory) streams from the page cache.
+      MappedNpy m(o.input);
+      if (m.elem_bytes() == int(sizeof(T))) {
+        in.finite_checked = m.data_bytes() <= kCheckWhileParsingBytes;
+        if (in.finite_checked) require_finite(m.values<T>(), m.rows(), m.cols(), o.input);
+        in.mapped = std::move(m);
+      } else {
+        in.data = read_matrix<T>(o.input, ro);  // the other precision: converted in memory
+      }
+    } else {
+      in.data = read_matrix<T>(o.input, ro);
+    }
+    o.n = in.mapped ? in.mapped->rows() : in.data->rows;
+    o.d = in.mapped ? in.mapped->cols() : in.data->cols;
   }
   if (!o.predict.empty()) {
     if (!o.init_centroids.empty() || o.compare)
@@ -167,21 +234,66 @@ Input<T> read_input(KmeansOptions& o) {
   return in;
 }
 
+/// The fit's parameters from the options (no progress callbacks).
+kmeans::Params params_of(const KmeansOptions& o, bool synthetic) {
+  kmeans::Params p;
+  p.k = o.k;
+  p.max_iter = o.iters;
+  p.tol = o.tol;
+  p.init = init_of(o);
+  p.seed = o.common.seed;
+  p.backend = gemm::algo_from_name(o.backend);
+  p.column_copy = !o.no_column_copy;
+  p.n_init = o.n_init;
+  p.math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
+  // Synthetic data runs all --iters (a steady median time per iteration) unless --tol is given.
+  p.stop_when_stable = !synthetic || o.tol_given;
+  return p;
+}
+
+/// X in host memory for a streamed fit: the file's points in place, or synthetic blobs generated here
+/// (pageable or page-locked, --host-memory).
 template <class T>
-double device_bytes(const KmeansOptions& o) {
-  using C = kmeans::compute_t<T>;
-  const double n = double(o.n), d = double(o.d), k = double(o.k);
-  const double chunk = std::min(n, std::max(1.0, double(32 << 20) / (k * sizeof(C))));
-  return n * d * sizeof(T)                                  // X
-         + (sizeof(T) < sizeof(C) ? n * d * sizeof(C) : 0)   // 16-bit X made in float first (then freed)
-         + n * (3 * sizeof(C) + 4 * 5)        // norms, distances, g for k-means++, labels, sort keys and indices
-         + k * d * (2 * sizeof(C) + 24)       // centroids, their integer sums and shifts
-         + chunk * k * sizeof(C) + (64 << 20)  // cross terms of a chunk, library scratch
-         // k-means||: per point two distances, two labels, a flag and a candidate index; the candidates'
-         // rows (about 10k of them with the default 5 rounds of 2k) and the reduction's distances
-         + (kmeans::resolve_init(init_of(o), o.k) == kmeans::Init::kmeans_parallel
-                ? n * (2 * sizeof(C) + 17) + std::min(n, 1 + 10 * k) * (d * sizeof(C) + 16 * 8)
-                : 0.0);
+struct HostPoints {
+  const T* x = nullptr;
+  std::unique_ptr<T[]> pageable;
+  PinnedBuffer<T> pinned;
+  std::vector<std::int32_t> truth;  ///< synthetic: the blob of each point
+  double generate_ms = 0;
+};
+
+template <class T>
+HostPoints<T> host_points(const KmeansOptions& o, const Input<T>& in) {
+  HostPoints<T> h;
+  if (!in.synthetic()) {
+    h.x = in.points();  // a mapped file not checked yet is checked while it streams (StreamOptions::check_finite)
+    return h;
+  }
+  const double bytes = double(o.n) * double(o.d) * sizeof(T);
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (bytes > 0.9 * memory) {
+    char msg[200];
+    std::snprintf(msg, sizeof msg, "synthetic X of %.2f GiB does not fit in host memory (%.2f GiB); use a smaller --n or --d",
+                  bytes / (1 << 30), memory / (1 << 30));
+    throw std::runtime_error(msg);
+  }
+  const auto count = static_cast<std::size_t>(o.n) * static_cast<std::size_t>(o.d);
+  T* x = nullptr;
+  if (o.host_memory == "pinned") {
+    h.pinned = PinnedBuffer<T>(count);
+    x = h.pinned.data();
+  } else {
+    h.pageable.reset(new T[count]);  // uninitialised: the generator writes every value
+    x = h.pageable.get();
+  }
+  h.x = x;
+  const auto start = std::chrono::steady_clock::now();
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  host_blobs<T>(x, 0, o.n, o.d, o.k, o.common.seed, threads);
+  h.generate_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  h.truth.resize(static_cast<std::size_t>(o.n));
+  for (std::int64_t i = 0; i < o.n; ++i) h.truth[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i % o.k);
+  return h;
 }
 
 struct Run {
@@ -254,56 +366,81 @@ int run_predict(Context& ctx, const KmeansOptions& o, const T* x, const std::vec
   return 0;
 }
 
-/// X on the device as T: the file's values, or synthetic blobs; 16-bit data is made in float (files are
-/// read as float: a float16 .npy exactly) and rounded once on the device.
+/// 16-bit X on the device: the file's values or synthetic blobs made in float (a float16 .npy is read
+/// exactly) and rounded once on the device.
 template <class T>
-DeviceBuffer<T> device_points(Context& ctx, const KmeansOptions& o, const Input<kmeans::compute_t<T>>& in,
-                              std::vector<std::int32_t>& truth) {
-  using C = kmeans::compute_t<T>;
+DeviceBuffer<T> sixteen_bit_points(Context& ctx, const KmeansOptions& o, const Input<float>& in,
+                                   std::vector<std::int32_t>& truth) {
   const std::size_t count = static_cast<std::size_t>(o.n) * static_cast<std::size_t>(o.d);
-  DeviceBuffer<C> made(std::is_same_v<T, C> ? 0 : count);
+  DeviceBuffer<float> made(count);
   DeviceBuffer<T> x(count);
-  C* target = std::is_same_v<T, C> ? reinterpret_cast<C*>(x.data()) : made.data();
-  if (!in.data)
-    truth = kmeans::make_blobs<C>(ctx, target, o.n, o.d, o.k, o.common.seed).labels;
-  else
-    SKINNY_CUDA_TRY(cudaMemcpyAsync(target, in.data->values.data(), count * sizeof(C), cudaMemcpyHostToDevice, ctx.stream()));
-  if constexpr (!std::is_same_v<T, C>) narrow(made.data(), x.data(), count, ctx.stream());
+  if (in.synthetic()) {
+    truth = kmeans::make_blobs<float>(ctx, made.data(), o.n, o.d, o.k, o.common.seed).labels;
+  } else {
+    if (!in.finite_checked) require_finite(in.points(), o.n, o.d, o.input);  // a large mapped file
+    SKINNY_CUDA_TRY(cudaMemcpy(made.data(), in.points(), made.bytes(), cudaMemcpyHostToDevice));
+  }
+  narrow(made.data(), x.data(), count, ctx.stream());
   ctx.synchronize();
   return x;
 }
 
 template <class T>
 int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
-  const bool synthetic = !in.data;
-  require_gpu_memory(device_bytes<T>(o), "k-means on " + std::to_string(o.n) + " x " + std::to_string(o.d) + " " + o.common.precision,
-                     memory_advice(o.common, synthetic ? "a smaller --n or --d" : "fewer points (the data must fit in GPU memory)"));
+  using C = kmeans::compute_t<T>;
+  constexpr bool sixteen_bit = !std::is_same_v<T, C>;
+  const bool synthetic = in.synthetic();
+  kmeans::Params p = params_of(o, synthetic);
+  if (sixteen_bit && o.max_gpu_memory > 0)
+    throw std::invalid_argument("--max-gpu-memory streams float or double data; --precision " + o.common.precision +
+                                " keeps X in GPU memory");
+  // A fit streams X from host memory when asked to (--max-gpu-memory) or when it would not fit the GPU;
+  // --predict, --compare and 16-bit data need X on the GPU (what cannot run at all is refused here).
+  const bool streamed = !sixteen_bit && (o.max_gpu_memory > 0 ||
+                                         (o.predict.empty() && !o.compare && !kmeans::fits_on_device<C>(o.n, o.d, p)));
+  if (!streamed)
+    require_gpu_memory(double(kmeans::fit_device_bytes<C>(o.n, o.d, p)) +
+                           (sixteen_bit ? double(o.n) * double(o.d) * sizeof(T) : 0.0),  // X in 16 bits beside the float copy
+                       "k-means on " + std::to_string(o.n) + " x " + std::to_string(o.d) + " " + o.common.precision,
+                       memory_advice(o.common, !o.predict.empty() || o.compare || sixteen_bit
+                                                   ? "fewer points (--predict, --compare and 16-bit data need the data "
+                                                     "in GPU memory)"
+                                                   : "a smaller --n or --d"));
   const CudaStream stream;
   Context ctx(stream);
   apply_environment_tuning(ctx);
+  DeviceBuffer<T> x;
+  HostPoints<C> host;
   std::vector<std::int32_t> truth;
-  const DeviceBuffer<T> x = device_points<T>(ctx, o, in, truth);
+  if constexpr (sixteen_bit) {
+    x = sixteen_bit_points<T>(ctx, o, in, truth);
+  } else if (streamed) {
+    host = host_points<C>(o, in);
+    truth = host.truth;
+  } else {
+    x = DeviceBuffer<T>(static_cast<std::size_t>(o.n) * static_cast<std::size_t>(o.d));
+    if (synthetic) {
+      truth = kmeans::make_blobs<T>(ctx, x.data(), o.n, o.d, o.k, o.common.seed).labels;
+    } else {
+      if (!in.finite_checked) require_finite(in.points(), o.n, o.d, o.input);  // a large mapped file
+      SKINNY_CUDA_TRY(cudaMemcpy(x.data(), in.points(), x.bytes(), cudaMemcpyHostToDevice));
+    }
+  }
+  const T* points = x.data();
+  if constexpr (!sixteen_bit)
+    if (streamed) points = host.x;
 
   if (!o.predict.empty()) return run_predict<T>(ctx, o, x.data(), in.initial);
 
-  kmeans::Params p;
-  p.k = o.k;
-  p.max_iter = o.iters;
-  p.tol = o.tol;
-  p.init = init_of(o);
-  p.seed = o.common.seed;
-  p.backend = gemm::algo_from_name(o.backend);
-  p.column_copy = !o.no_column_copy;
-  p.n_init = o.n_init;
-  p.math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
-  // Synthetic data runs all --iters (a steady median time per iteration) unless --tol is given.
-  p.stop_when_stable = !synthetic || o.tol_given;
-  const std::string method = kmeans::distance_method<T>(ctx, x.data(), o.n, o.d, o.k, p.backend, p.math);
+  const std::string method = kmeans::distance_method<T>(ctx, points, o.n, o.d, o.k, p.backend, p.math);
   const std::string resolved = o.backend == "auto" ? "auto -> " + method : o.backend;
   std::printf("kmeans on %s: %lld points x %lld dimensions, %s, k = %d, distances through %s, %s\n",
               device_name().c_str(), static_cast<long long>(o.n), static_cast<long long>(o.d),
               o.common.precision.c_str(), o.k, resolved.c_str(),
               synthetic ? ("synthetic blobs (seed " + std::to_string(o.common.seed) + ")").c_str() : o.input.c_str());
+  if (streamed && synthetic)
+    std::printf("synthetic blobs generated in %s host memory in %.1f ms (make_blobs' generator on the host)\n",
+                o.host_memory.c_str(), host.generate_ms);
   std::fflush(stdout);
   if (o.progress) {
     p.progress = [](const kmeans::IterationInfo& i) {
@@ -316,7 +453,32 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
       std::fflush(stdout);
     };
   }
-  const kmeans::Result<kmeans::compute_t<T>> r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
+  kmeans::Result<C> r;
+  std::optional<kmeans::StreamReport> report;
+  H2dCeiling ceiling;
+  if constexpr (sixteen_bit) {
+    r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
+  } else if (streamed) {
+    // The link's ceiling first, in this run: what the streamed iterations are judged against.
+    ceiling = measure_h2d_ceiling(stream);
+    kmeans::StreamOptions so;
+    so.max_gpu_memory = static_cast<std::size_t>(o.max_gpu_memory);
+    so.chunk_rows = o.chunk_rows;
+    so.host_threads = o.host_threads;
+    try {
+      kmeans::StreamResult<T> sr = kmeans::fit_host<T>(ctx, points, o.n, o.d, p, in.initial, in.weights, so);
+      report = sr.stream;
+      r = std::move(sr);
+    } catch (const kmeans::NonFiniteInput& e) {
+      const double v = e.value();
+      throw std::runtime_error(o.input + ": non-finite value (" + (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") +
+                               ") at row " + std::to_string(e.row()) + ", column " + std::to_string(e.column()) +
+                               " (found while streaming rows " + std::to_string(e.chunk_row0()) + " to " +
+                               std::to_string(e.chunk_row0() + e.chunk_rows() - 1) + " to the GPU); clean the data first");
+    }
+  } else {
+    r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
+  }
   const Run main_run = summarise(o.backend, r);
 
   std::vector<Run> compared;
@@ -332,7 +494,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
       cp.backend = algo;
       Run run;
       try {
-        const kmeans::Result<kmeans::compute_t<T>> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial, in.weights);
+        const kmeans::Result<C> rr = kmeans::fit<T>(ctx, x.data(), o.n, o.d, cp, in.initial, in.weights);
         run = summarise(name, rr);
         if (reference_labels.empty()) reference_labels = rr.labels;  // cuBLAS comes first in the registry
         for (std::size_t i = 0; i < rr.labels.size(); ++i) run.labels_differ += rr.labels[i] != reference_labels[i];
@@ -360,6 +522,26 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
               "loads the kernels)\n",
               r.timing.init_ms, o.init_centroids.empty() ? init_description(o).c_str() : "given centroids",
               r.column_copy ? ", column-major copy of X" : "", r.timing.setup_ms);
+  double percent_of_ceiling = 0;
+  if (report) {
+    const kmeans::StreamPlan& plan = report->plan;
+    percent_of_ceiling = ceiling.gbs > 0 ? 100 * median(report->stream_gbs) / ceiling.gbs : 0;
+    std::printf("streamed from %s host memory%s: %lld rows per chunk, %lld chunks per pass, per-point arrays %s; GPU "
+                "memory %.2f GiB planned of a %.2f GiB budget%s\n",
+                report->pinned_input ? "page-locked" : "pageable",
+                report->pinned_input ? "" : (" (" + std::to_string(report->host_threads) + " threads fill the pinned staging buffers)").c_str(),
+                static_cast<long long>(plan.chunk_rows), static_cast<long long>(plan.chunks),
+                plan.per_point_on_device ? "on the GPU" : "per chunk (labels back in host memory)",
+                double(plan.planned_bytes) / (1 << 30), double(plan.budget) / (1 << 30),
+                plan.init_sample_rows > 0 ? ("; " + init_description(o) + " on " +
+                                             (plan.init_sample_rows == o.n ? std::string("all rows")
+                                                                            : "a sample of " + std::to_string(plan.init_sample_rows) + " rows")).c_str()
+                                          : "");
+    std::printf("host-to-device %.2f GiB per iteration: copies at %.1f GB/s, iterations sustain %.1f GB/s = %.1f %% of "
+                "the pinned-copy ceiling measured in this run (%.1f GB/s, %.2f GiB cudaMemcpyAsync); set-up pass %.1f ms\n",
+                double(report->h2d_bytes_per_iteration) / (1 << 30), median(report->h2d_gbs), median(report->stream_gbs),
+                percent_of_ceiling, ceiling.gbs, double(ceiling.bytes) / (1 << 30), report->setup_ms);
+  }
   double ari = NAN;
   if (synthetic) {
     ari = kmeans::adjusted_rand_index(truth, r.labels);
@@ -396,6 +578,25 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
     json.field("inertia_", r.inertia).field("n_iter_", r.n_iter).field("converged", r.converged)
         .field("column_copy", r.column_copy);
     if (synthetic) json.field("adjusted_rand_index", ari);
+    json.field("streamed", report.has_value());
+    if (report) {
+      const kmeans::StreamPlan& plan = report->plan;
+      json.key("stream").begin_object();
+      json.field("max_gpu_memory", o.max_gpu_memory).field("budget_bytes", std::uint64_t(plan.budget))
+          .field("planned_bytes", std::uint64_t(plan.planned_bytes)).field("chunk_rows", plan.chunk_rows)
+          .field("chunks", plan.chunks).field("per_point_on_device", plan.per_point_on_device)
+          .field("init_sample_rows", plan.init_sample_rows).field("pinned_input", report->pinned_input)
+          .field("host_memory", synthetic ? o.host_memory : std::string("file"))
+          .field("host_threads", report->host_threads).field("setup_ms", report->setup_ms)
+          .field("h2d_bytes_per_iteration", report->h2d_bytes_per_iteration)
+          .field("median_h2d_gbs", median(report->h2d_gbs)).field("median_stream_gbs", median(report->stream_gbs))
+          .field("h2d_ceiling_gbs", ceiling.gbs).field("h2d_ceiling_bytes", std::uint64_t(ceiling.bytes))
+          .field("percent_of_h2d_ceiling", percent_of_ceiling);
+      json.key("copy_ms").begin_array();
+      for (double ms : report->copy_ms) json.value(ms);
+      json.end_array();
+      json.end_object();
+    }
     json.field("median_iteration_ms", main_run.median_ms).field("median_distances_ms", main_run.distances_ms)
         .field("median_argmin_ms", main_run.argmin_ms).field("median_update_ms", main_run.update_ms)
         .field("init_ms", r.timing.init_ms).field("setup_ms", r.timing.setup_ms);

@@ -96,11 +96,6 @@ std::string_view npy_value(const std::string& name, std::string_view dict, const
   return dict.substr(i);
 }
 
-struct NpyHeader {
-  int elem_bytes = 0;  ///< 2 (float16), 4 (float32) or 8 (float64)
-  std::int64_t rows = 0, cols = 0;
-};
-
 NpyHeader parse_npy_header(const std::string& name, std::string_view dict) {
   NpyHeader h;
   const std::string_view descr = npy_value(name, dict, "descr");
@@ -197,18 +192,23 @@ FileFormat format_from_path(const std::string& path) {
 }
 
 template <class T>
-void require_finite(const HostData<T>& m, const std::string& name) {
-  for (std::size_t idx = 0; idx < m.values.size(); ++idx) {
-    if (std::isfinite(static_cast<double>(m.values[idx]))) continue;
-    const auto row = static_cast<std::int64_t>(idx) / m.cols, col = static_cast<std::int64_t>(idx) % m.cols;
-    const double v = static_cast<double>(m.values[idx]);
+void require_finite(const T* values, std::int64_t rows, std::int64_t cols, const std::string& name) {
+  const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  for (std::size_t idx = 0; idx < count; ++idx) {
+    if (std::isfinite(static_cast<double>(values[idx]))) continue;
+    const auto row = static_cast<std::int64_t>(idx) / cols, col = static_cast<std::int64_t>(idx) % cols;
+    const double v = static_cast<double>(values[idx]);
     fail(name, std::string("non-finite value (") + (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") + ") at row " +
                    std::to_string(row) + ", column " + std::to_string(col) + "; clean the data first");
   }
 }
 
 template <class T>
-HostData<T> read_npy(std::istream& in, const std::string& name) {
+void require_finite(const HostData<T>& m, const std::string& name) {
+  require_finite(m.values.data(), m.rows, m.cols, name);
+}
+
+NpyHeader read_npy_header(std::istream& in, const std::string& name) {
   char magic[8];
   in.read(magic, 8);
   if (in.gcount() != 8 || std::memcmp(magic, "\x93NUMPY", 6) != 0) fail(name, "not a .npy file (bad magic bytes)");
@@ -224,14 +224,24 @@ HostData<T> read_npy(std::istream& in, const std::string& name) {
   std::string dict(header_len, '\0');
   in.read(dict.data(), header_len);
   if (in.gcount() != static_cast<std::streamsize>(header_len)) fail(name, "truncated .npy header");
-  const NpyHeader h = parse_npy_header(name, dict);
-  const std::int64_t need = data_bytes(name, h.rows, h.cols, h.elem_bytes);
-  const std::int64_t have = bytes_left(in);
-  if (have >= 0 && have != need)
+  NpyHeader h = parse_npy_header(name, dict);
+  h.data_bytes = data_bytes(name, h.rows, h.cols, h.elem_bytes);
+  h.data_offset = 8 + len_size + static_cast<std::int64_t>(header_len);
+  return h;
+}
+
+void check_npy_data(const std::string& name, const NpyHeader& h, std::int64_t have) {
+  if (have >= 0 && have != h.data_bytes)
     fail(name, "header says " + std::to_string(h.rows) + " x " + std::to_string(h.cols) +
                    (h.elem_bytes == 2 ? " float16" : h.elem_bytes == 4 ? " float32" : " float64") + " (" +
-                   std::to_string(need) + " bytes) but " +
-                   std::to_string(have) + " bytes of data follow" + (have < need ? " (truncated file)" : ""));
+                   std::to_string(h.data_bytes) + " bytes) but " + std::to_string(have) + " bytes of data follow" +
+                   (have < h.data_bytes ? " (truncated file)" : ""));
+}
+
+template <class T>
+HostData<T> read_npy(std::istream& in, const std::string& name) {
+  const NpyHeader h = read_npy_header(in, name);
+  check_npy_data(name, h, bytes_left(in));
   HostData<T> m;
   m.rows = h.rows;
   m.cols = h.cols;
@@ -362,7 +372,8 @@ void write_matrix(const std::string& path, const T* values, std::int64_t rows, s
   template HostData<T> read_npy<T>(std::istream&, const std::string&);                     \
   template HostData<T> read_csv<T>(std::istream&, const std::string&);                     \
   template HostData<T> read_raw<T>(std::istream&, const std::string&, std::int64_t, RawType); \
-  template void require_finite<T>(const HostData<T>&, const std::string&);
+  template void require_finite<T>(const HostData<T>&, const std::string&);                  \
+  template void require_finite<T>(const T*, std::int64_t, std::int64_t, const std::string&);
 #define SKINNY_MATRIX_IO_WRITERS(T)                                                  \
   template std::string npy_bytes<T>(const T*, std::int64_t, std::int64_t);           \
   template std::string csv_text<T>(const T*, std::int64_t, std::int64_t);            \

@@ -48,6 +48,24 @@ HostData<T> read_raw(std::istream& in, const std::string& name, std::int64_t col
 /// Throws "<name>: non-finite value (nan) at row r, column c" for the first NaN/Inf.
 template <class T>
 void require_finite(const HostData<T>& m, const std::string& name);
+/// The same for rows x cols row-major values in place (a memory-mapped file).
+template <class T>
+void require_finite(const T* values, std::int64_t rows, std::int64_t cols, const std::string& name);
+
+/// A .npy header, validated: the element type, the shape (a 1-D array is one column), and where the
+/// data starts and how long it is.
+struct NpyHeader {
+  int elem_bytes = 0;  ///< 2 (float16), 4 (float32) or 8 (float64)
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t data_offset = 0;  ///< bytes before the data: magic, version, header length and header
+  std::int64_t data_bytes = 0;   ///< rows * cols * elem_bytes
+};
+/// Reads and checks the header at the stream's position (magic bytes, version, dtype, order, shape;
+/// throws like read_npy): what read_npy and MappedNpy share.
+NpyHeader read_npy_header(std::istream& in, const std::string& name);
+/// Throws unless `have` (the bytes after the header; < 0: unknown, not checked) is the header's data size,
+/// naming a truncated file as such.
+void check_npy_data(const std::string& name, const NpyHeader& header, std::int64_t have);
 
 /// The bytes of a .npy file holding rows x cols row-major values (T: float, double, std::int32_t).
 template <class T>

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,6 +56,26 @@ void check_centroids(const std::vector<T>& c, std::int64_t k, std::int64_t d) {
       throw std::invalid_argument("kmeans: centroid " + std::to_string(i / std::size_t(d)) +
                                   " has a non-finite value at dimension " + std::to_string(i % std::size_t(d)));
 }
+
+/// Throws std::invalid_argument unless fit can run these arguments (fit's checks, lloyd.cu): x non-null,
+/// the shape, the parameters, the weights, the given centroids and the backend. Other drivers of the
+/// Lloyd loop (fit_host) validate through it, so that they refuse exactly what fit refuses.
+template <class T>
+void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params, const std::vector<T>& initial_centroids,
+               const std::vector<double>& sample_weight);
+
+/// Whether fit's assignment runs through gemm::nearest for these arguments (lloyd.cu decides): x only
+/// needs its alignment, it is not read.
+template <class T>
+bool uses_nearest(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
+                  gemm::Math math);
+
+/// For the `rows` rows of x: out[j] = the mean of column j, out[d + j] = the sum of squared deviations
+/// from that mean (double, a fixed order: deterministic). Chunks of a stream are merged on the host
+/// (Chan et al.'s pairwise update). `scratch` holds kMomentScratchRows x d doubles.
+constexpr std::int64_t kMomentScratchRows = 256;
+template <class T>
+void column_moments(const T* x, std::int64_t rows, std::int64_t d, double* scratch, double* out, cudaStream_t stream);
 
 /// Rows of X per distance chunk: the chunk's cross terms (rows x k) stay within ~32 MiB, so the
 /// argmin reads them from L2 and the full n x k matrix is never written when it would not fit there.
@@ -160,6 +181,21 @@ class Updater {
   void accumulate(const T* x, const double* weights, const std::int32_t* labels, std::int64_t rows, cudaStream_t stream);
   double finish(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream);
+  /// Where finish() finds the points an empty cluster may take: their rows (on the device, or in host
+  /// memory for a stream from the host), and the distances and labels of all points, fetched only when
+  /// a cluster is empty.
+  struct Points {
+    const T* x = nullptr;              ///< n x d row-major
+    bool x_on_device = true;           ///< false: host memory (pageable or page-locked)
+    const double* weights = nullptr;   ///< n weights in host memory, or null for 1 each
+    /// Fills the squared distances to the nearest centroid and the labels of all n points.
+    std::function<void(std::vector<C>& mindist, std::vector<std::int32_t>& labels)> fetch;
+    /// Gives `point` the cluster `label` where the caller keeps the labels.
+    std::function<void(std::int64_t point, std::int32_t label)> relabel;
+  };
+  /// finish with the points described by `points`: the same moves (scikit-learn's rule, the same ties),
+  /// means and shift.
+  double finish(const Points& points, const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream);
   /// begin, accumulate over all n points, finish.
   double update(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream);
@@ -170,6 +206,9 @@ class Updater {
   unsigned long long* weight_sums() noexcept { return weight_sums_.data(); }
 
  private:
+  /// finish's work; the weights from `fetched_weights` once points.fetch has filled it, else points.weights.
+  double finish_with(const Points& points, const std::vector<double>* fetched_weights, const int* counts_dev,
+                     const C* old_c, C* new_c, cudaStream_t stream);
   /// Queues new_c = sums / counts (or weight sums; old_c where a count is 0) and the shift into shift_.
   void means_and_shift(const int* counts, const C* old_c, C* new_c, cudaStream_t stream);
 

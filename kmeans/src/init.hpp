@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace skinny::kmeans::detail {
 
@@ -20,7 +21,11 @@ inline double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// k distinct points of x drawn uniformly.
+/// The rows init_random takes: k distinct row indices of [0, n), drawn from the seed (a pure function
+/// of (n, k, seed), so a driver that holds X elsewhere, fit_host, picks the same rows).
+std::vector<std::int64_t> random_rows(std::int64_t n, std::int64_t k, std::uint64_t seed);
+
+/// k distinct points of x drawn uniformly (the rows random_rows gives).
 template <class T>
 void init_random(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_t seed, T* c);
 

@@ -479,6 +479,33 @@ Blobs<T> make_blobs(Context& ctx, T* x, std::int64_t n, std::int64_t d, int k, s
   return b;
 }
 
+namespace detail {
+
+template <class T>
+void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params, const std::vector<T>& initial_centroids,
+               const std::vector<double>& sample_weight) {
+  check_shape(x, n, d, params.k, params.backend);
+  check_params(params);
+  check_weights(sample_weight, n);
+  if (params.init == Init::given) check_centroids(initial_centroids, params.k, d);
+}
+
+template <class T>
+bool uses_nearest(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
+                  gemm::Math math) {
+  return fused_assignment(ctx, x, n, d, k, backend, math);
+}
+
+template void check_fit(const float*, std::int64_t, std::int64_t, const Params&, const std::vector<float>&,
+                        const std::vector<double>&);
+template void check_fit(const double*, std::int64_t, std::int64_t, const Params&, const std::vector<double>&,
+                        const std::vector<double>&);
+template bool uses_nearest(const Context&, const float*, std::int64_t, std::int64_t, std::int64_t, gemm::Algo, gemm::Math);
+template bool uses_nearest(const Context&, const double*, std::int64_t, std::int64_t, std::int64_t, gemm::Algo,
+                           gemm::Math);
+
+}  // namespace detail
+
 #define SKINNY_KMEANS_FIT(T)                                                                                      \
   template Result<compute_t<T>> fit(Context&, const T*, std::int64_t, std::int64_t, const Params&,                \
                                     const std::vector<compute_t<T>>&, const std::vector<double>&);                \

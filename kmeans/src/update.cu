@@ -391,6 +391,37 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
 template <class T>
 double Updater<T>::finish(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
                           const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
+  std::vector<double> host_weights;
+  Points points;
+  points.x = x;
+  points.fetch = [&](std::vector<C>& dist, std::vector<std::int32_t>& lab) {
+    dist.resize(static_cast<std::size_t>(n_));
+    lab.resize(static_cast<std::size_t>(n_));
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(dist.data(), mindist, dist.size() * sizeof(C), cudaMemcpyDeviceToHost, stream));
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(lab.data(), labels, lab.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+    if (weights) {
+      host_weights.resize(static_cast<std::size_t>(n_));
+      SKINNY_CUDA_TRY(cudaMemcpyAsync(host_weights.data(), weights, host_weights.size() * sizeof(double),
+                                      cudaMemcpyDeviceToHost, stream));
+    }
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  };
+  points.relabel = [&](std::int64_t point, std::int32_t label) {
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(labels + point, &label, sizeof label, cudaMemcpyHostToDevice, stream));
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // `label` lives on this stack frame
+  };
+  // The weights come back with the distances: their host copy exists once fetch() has run.
+  return finish_with(points, weights ? &host_weights : nullptr, counts_dev, old_c, new_c, stream);
+}
+
+template <class T>
+double Updater<T>::finish(const Points& points, const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
+  return finish_with(points, nullptr, counts_dev, old_c, new_c, stream);
+}
+
+template <class T>
+double Updater<T>::finish_with(const Points& points, const std::vector<double>* fetched_weights, const int* counts_dev,
+                               const C* old_c, C* new_c, cudaStream_t stream) {
   // The counts come back while the means are queued on the assumption that no cluster is empty, so one
   // wait covers all; an empty cluster redoes the means after its move.
   counts_host_.copy_from_device_async(counts_dev, stream);
@@ -404,15 +435,11 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
   std::vector<std::int64_t> empty;
   for (std::int64_t c = 0; c < k_; ++c)
     if (counts[static_cast<std::size_t>(c)] == 0) empty.push_back(c);
-  std::vector<C> dist(static_cast<std::size_t>(n_));
-  std::vector<std::int32_t> lab(static_cast<std::size_t>(n_));
-  std::vector<double> w(weights ? static_cast<std::size_t>(n_) : 0);
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(dist.data(), mindist, dist.size() * sizeof(C), cudaMemcpyDeviceToHost, stream));
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(lab.data(), labels, lab.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
-  if (weights)
-    SKINNY_CUDA_TRY(cudaMemcpyAsync(w.data(), weights, w.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
-  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n_));
+  std::vector<C> dist;
+  std::vector<std::int32_t> lab;
+  points.fetch(dist, lab);
+  const double* weights = fetched_weights ? fetched_weights->data() : points.weights;
+  std::vector<std::int64_t> order(dist.size());
   std::iota(order.begin(), order.end(), 0);
   const auto m = static_cast<std::ptrdiff_t>(std::min<std::size_t>(empty.size(), order.size()));
   std::partial_sort(order.begin(), order.begin() + m, order.end(), [&](std::int64_t a, std::int64_t b) {
@@ -423,11 +450,17 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
   u64* lo = hi + k_ * d_;
   std::vector<u64> wsums;
   if (weighted_) wsums = weight_sums_.to_host();  // waits for the stream
+  DeviceBuffer<T> row(points.x_on_device ? 0 : static_cast<std::size_t>(d_));
   for (std::ptrdiff_t e = 0; e < m; ++e) {
     const std::int64_t point = order[static_cast<std::size_t>(e)], to = empty[static_cast<std::size_t>(e)];
     const std::int32_t from = lab[static_cast<std::size_t>(point)];
-    const double wp = weights ? w[static_cast<std::size_t>(point)] : 1.0;
-    move_point_kernel<T><<<1, 256, 0, stream>>>(x, d_, point, wp, from, to, scale_.data(), hi, lo);
+    const double wp = weights ? weights[point] : 1.0;
+    if (points.x_on_device) {
+      move_point_kernel<T><<<1, 256, 0, stream>>>(points.x, d_, point, wp, from, to, scale_.data(), hi, lo);
+    } else {  // stream order keeps the copy of each row after the kernel that read the previous one
+      SKINNY_CUDA_TRY(cudaMemcpyAsync(row.data(), points.x + point * d_, row.bytes(), cudaMemcpyHostToDevice, stream));
+      move_point_kernel<T><<<1, 256, 0, stream>>>(row.data(), d_, 0, wp, from, to, scale_.data(), hi, lo);
+    }
     SKINNY_CHECK_LAUNCH();
     if (weighted_) {
       const long long q = std::llrint(wp * weight_scale_);
@@ -438,9 +471,7 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
     }
     --counts[static_cast<std::size_t>(from)];
     counts[static_cast<std::size_t>(to)] = 1;
-    const std::int32_t label = static_cast<std::int32_t>(to);
-    SKINNY_CUDA_TRY(cudaMemcpyAsync(labels + point, &label, sizeof label, cudaMemcpyHostToDevice, stream));
-    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // `label` lives on this stack frame
+    points.relabel(point, static_cast<std::int32_t>(to));
   }
   if (weighted_) weight_sums_.copy_from(wsums);
   SKINNY_CUDA_TRY(cudaMemcpyAsync(counts_.data(), counts.data(), counts.size() * sizeof(int), cudaMemcpyHostToDevice, stream));

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import re
 import warnings
 from typing import Any, Optional, Union
 
@@ -53,6 +54,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     stop_when_stable : bool, default True
         Stop when an iteration changes no label. False (with ``tol=0``) runs exactly ``max_iter``
         iterations, for timing (not in scikit-learn).
+    max_gpu_memory : None, int or str, default None
+        For host (NumPy) input: stream X through the GPU in chunks, using at most this much GPU memory,
+        instead of copying it there whole: bytes, or a string with a suffix K, M, G or T (powers of 1024),
+        e.g. ``"2G"``. None: only data that does not fit the GPU streams (through its free memory). A
+        streamed fit gives the in-memory fit's labels; its centres are the same bits with many clusters
+        (float32, ``n_clusters >= 128``) and within rounding of them otherwise; k-means++ and k-means||
+        run on a sample of the rows when not all fit. Ignored for CUDA arrays (already on the GPU).
     verbose : bool, default False
         Print one line per iteration.
 
@@ -66,21 +74,28 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     n_features_in_ : int
     iteration_ms_ : ndarray (n_iter_,)
         GPU time of each Lloyd iteration of the kept run, in milliseconds (not in scikit-learn).
+    stream_report_ : dict or None
+        For a streamed fit: rows per chunk (``chunk_rows``), ``chunks`` per pass, whether the per-point
+        arrays stayed on the GPU, the GPU memory budget and plan, the bytes copied to the GPU per iteration
+        and the throughput of each iteration's copies (``h2d_gbs``, GB/s) and of the iteration as a whole
+        (``stream_gbs``); None when X was fitted on the GPU whole (not in scikit-learn).
 
     Notes
     -----
-    X may be a NumPy array (copied to the GPU) or a CUDA array (CuPy, PyTorch; used in place when it is
-    C-contiguous float32/float64/float16, or a PyTorch bfloat16 tensor). 16-bit data stays 16-bit on the
-    GPU (half the memory and the reads); its centres, distances and sums are float32. Results are NumPy arrays. ``sample_weight`` follows scikit-learn:
-    weighted means and inertia (an integer weight acts as that many copies of the sample); the seeding
-    draws samples without regard to their weights.
+    X may be a NumPy array (copied to the GPU, or streamed through it: ``max_gpu_memory``; a
+    ``np.memmap`` of a file larger than the GPU is read in place, chunk by chunk, never copied whole) or a
+    CUDA array (CuPy, PyTorch; used in place when it is C-contiguous float32/float64/float16, or a PyTorch
+    bfloat16 tensor). 16-bit data stays 16-bit on the GPU (half the memory and the reads; it is not
+    streamed); its centres, distances and sums are float32. Results are NumPy arrays. ``sample_weight``
+    follows scikit-learn: weighted means and inertia (an integer weight acts as that many copies of the
+    sample); the seeding draws samples without regard to their weights.
     """
 
     def __init__(self, n_clusters: int = 8, *, init: Union[str, Any] = "k-means++",
                  n_init: Union[int, str] = 1, max_iter: int = 300, tol: float = 1e-4,
                  random_state: Optional[Union[int, np.random.RandomState]] = None, backend: str = "auto",
                  column_copy: bool = True, math: str = "exact", stop_when_stable: bool = True,
-                 verbose: bool = False) -> None:
+                 max_gpu_memory: Optional[Union[int, str]] = None, verbose: bool = False) -> None:
         # Stored unmodified (scikit-learn's rule): checks happen in fit.
         self.n_clusters = n_clusters
         self.init = init
@@ -92,6 +107,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.column_copy = column_copy
         self.math = math
         self.stop_when_stable = stop_when_stable
+        self.max_gpu_memory = max_gpu_memory
         self.verbose = verbose
 
     # ----------------------------------------------------------------------------------------- fitting
@@ -111,13 +127,15 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
         result = _skinny.kmeans_fit(X, int(self.n_clusters), init, centres, int(self.max_iter), float(self.tol),
                                     seed, n_init, self.backend, bool(self.column_copy), bool(self.stop_when_stable),
-                                    self.math, weights, _print_iteration if self.verbose else None)
+                                    self.math, weights, _print_iteration if self.verbose else None,
+                                    gpu_memory_bytes(self.max_gpu_memory))
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = result["labels"]
         self.inertia_ = float(result["inertia"])
         self.n_iter_ = int(result["n_iter"])
         self.n_features_in_ = int(n_features)
         self.iteration_ms_ = np.asarray(result["iteration_ms"], dtype=np.float64)
+        self.stream_report_ = result["stream"]
         if self.verbose:
             state = "converged" if result["converged"] else "stopped at max_iter"
             print(f"skinny.KMeans: {state} after {self.n_iter_} iterations, inertia {self.inertia_:.6e}")
@@ -174,6 +192,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         names = _skinny.algo_names()
         if self.backend not in names:
             raise ValueError(f"unknown backend {self.backend!r}; valid backends: {', '.join(names)}")
+        gpu_memory_bytes(self.max_gpu_memory)
 
     def _initial_centres(self, n_features: int, dtype: np.dtype):
         """(init name for the library, given centres or None, number of runs)."""
@@ -210,6 +229,35 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([KMGT](?:i?B)?|B)?", re.IGNORECASE)
+
+
+def gpu_memory_bytes(max_gpu_memory: Any) -> int:
+    """``max_gpu_memory`` in bytes for the library (0 for None: stream only what does not fit). Accepts a
+    positive integer or a string with a suffix K, M, G or T (powers of 1024; optionally followed by B or
+    iB), as the kmeans program's ``--max-gpu-memory`` does; raises ValueError otherwise."""
+    if max_gpu_memory is None:
+        return 0
+    if _is_int(max_gpu_memory):
+        size = int(max_gpu_memory)
+    elif isinstance(max_gpu_memory, str):
+        m = _SIZE.fullmatch(max_gpu_memory)
+        if m is None:
+            raise ValueError(f"max_gpu_memory {max_gpu_memory!r} is not a size: expected bytes with an optional "
+                             f"suffix K, M, G or T (powers of 1024), e.g. '512M' or '2G'")
+        number, unit = m.group(1), (m.group(2) or "B").upper()[0]
+        scale = 1024 ** "BKMGT".index(unit)
+        size = int(number) * scale if number.isdigit() else int(float(number) * scale)  # whole bytes, rounded down
+    else:
+        raise ValueError(f"max_gpu_memory must be None, a number of bytes or a size such as '2G', got "
+                         f"{max_gpu_memory!r}")
+    if size < 1:
+        raise ValueError(f"max_gpu_memory must be at least 1 byte (or None), got {max_gpu_memory!r}")
+    if size >= 1 << 64:
+        raise ValueError(f"max_gpu_memory must be less than 2**64 bytes, got {max_gpu_memory!r}")
+    return size
 
 
 def _check_sample_weight(sample_weight: Any, n_samples: int) -> Optional[np.ndarray]:

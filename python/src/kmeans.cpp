@@ -1,4 +1,5 @@
-// K-means bindings: fit (with restarts), predict, squared distances and the finiteness check. The GIL is
+// K-means bindings: fit (with restarts; host data that does not fit the GPU, or with max_gpu_memory,
+// streamed through it by fit_host), predict, squared distances and the finiteness check. The GIL is
 // released while the GPU works; results come back as NumPy arrays.
 #include "arrays.hpp"
 #include "bindings.hpp"
@@ -7,6 +8,7 @@
 #include <skinny/kmeans/distances.hpp>
 #include <skinny/kmeans/finite.hpp>
 #include <skinny/kmeans/kmeans.hpp>
+#include <skinny/kmeans/stream.hpp>
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -38,6 +40,8 @@ struct FitArgs {
   gemm::Math math = gemm::Math::exact;
   std::vector<double> sample_weight;  ///< empty: 1 each
   nb::object progress;  ///< None, or called as progress(iteration, inertia, shift, ms)
+  /// Host data streams through at most this many bytes of device memory; 0: only when it does not fit.
+  std::uint64_t max_gpu_memory = 0;
 };
 
 gemm::Math math_from_name(const std::string& name) {
@@ -54,8 +58,27 @@ kmeans::Init init_from_name(const std::string& name) {
   throw std::invalid_argument("unknown init '" + name + "' (valid: k-means++, k-means||, random, given)");
 }
 
+/// The stream report as a dict (the Python layer's stream_report_).
+nb::dict report_dict(const kmeans::StreamReport& r) {
+  nb::dict d;
+  d["budget_bytes"] = r.plan.budget;
+  d["planned_bytes"] = r.plan.planned_bytes;
+  d["chunk_rows"] = r.plan.chunk_rows;
+  d["chunks"] = r.plan.chunks;
+  d["per_point_on_device"] = r.plan.per_point_on_device;
+  d["init_sample_rows"] = r.plan.init_sample_rows;
+  d["pinned_input"] = r.pinned_input;
+  d["host_threads"] = r.host_threads;
+  d["h2d_bytes_per_iteration"] = r.h2d_bytes_per_iteration;
+  d["copy_ms"] = r.copy_ms;
+  d["h2d_gbs"] = r.h2d_gbs;
+  d["stream_gbs"] = r.stream_gbs;
+  d["setup_ms"] = r.setup_ms;
+  return d;
+}
+
 template <class T>
-nb::dict fit(const Matrix& x, const FitArgs& a) {
+nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
   kmeans::Params p;
   p.k = a.k;
   p.init = init_from_name(a.init);
@@ -79,11 +102,28 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
 
   DeviceScope scope(x);
   kmeans::Result<C> best;
+  std::optional<kmeans::StreamReport> report;
   {
     nb::gil_scoped_release no_gil;
-    const DeviceMatrix<T> dx(x);  // one copy of host data for all the restarts
     Context ctx;  // the legacy default stream: ordered after the work of CuPy's and PyTorch's default streams
-    best = kmeans::fit<T>(ctx, dx.data(), dx.rows, dx.cols, p, initial, a.sample_weight);
+    const auto n = static_cast<std::int64_t>(x.shape(0)), d = static_cast<std::int64_t>(x.shape(1));
+    bool streamed = false;
+    if constexpr (std::is_same_v<T, C>) {  // float and double stream; 16-bit data stays on the device
+      if (!on_cuda(x) && (a.max_gpu_memory > 0 || !kmeans::fits_on_device<T>(n, d, p))) {
+        // Streamed from host memory in chunks (a NumPy memmap is read in place): never all on the device.
+        kmeans::StreamOptions so;
+        so.max_gpu_memory = static_cast<std::size_t>(a.max_gpu_memory);
+        kmeans::StreamResult<T> r =
+            kmeans::fit_host<T>(ctx, static_cast<const T*>(x.data()), n, d, p, initial, a.sample_weight, so);
+        report = r.stream;
+        best = std::move(r);
+        streamed = true;
+      }
+    }
+    if (!streamed) {
+      const DeviceMatrix<T> dx(x);  // one copy of host data for all the restarts
+      best = kmeans::fit<T>(ctx, dx.data(), dx.rows, dx.cols, p, initial, a.sample_weight);
+    }
   }
   nb::dict out;
   const auto n = static_cast<std::size_t>(best.labels.size());
@@ -99,6 +139,7 @@ nb::dict fit(const Matrix& x, const FitArgs& a) {
   out["distances_ms"] = best.timing.distances_iteration_ms;
   out["argmin_ms"] = best.timing.argmin_iteration_ms;
   out["update_ms"] = best.timing.update_iteration_ms;
+  out["stream"] = report ? nb::object(report_dict(*report)) : nb::none();
   return out;
 }
 
@@ -154,16 +195,16 @@ struct Type {
 };
 
 /// Calls f(Type<T>{}) for the element type T of x: float or double.
-template <class F>
-auto by_dtype(const Matrix& x, F f) {
+template <class Array, class F>
+auto by_dtype(const Array& x, F f) {
   if (holds<float>(x)) return f(Type<float>{});
   if (holds<double>(x)) return f(Type<double>{});
   throw nb::type_error("skinny: expected a float32 or float64 array");
 }
 
 /// The same, with the 16-bit data fit and predict take too: __half (float16) and __nv_bfloat16.
-template <class F>
-auto by_any_dtype(const Matrix& x, F f) {
+template <class Array, class F>
+auto by_any_dtype(const Array& x, F f) {
   if (holds<__half>(x)) return f(Type<__half>{});
   if (holds<__nv_bfloat16>(x)) return f(Type<__nv_bfloat16>{});
   if (holds<float>(x) || holds<double>(x)) return by_dtype(x, f);
@@ -175,20 +216,24 @@ auto by_any_dtype(const Matrix& x, F f) {
 void bind_kmeans(nb::module_& m) {
   m.def(
       "kmeans_fit",
-      [](const Matrix& x, int k, const std::string& init, std::optional<Matrix> init_centroids, int max_iter,
+      [](const ConstMatrix& x, int k, const std::string& init, std::optional<Matrix> init_centroids, int max_iter,
          double tol, std::uint64_t seed, int n_init, const std::string& backend, bool column_copy,
-         bool stop_when_stable, const std::string& math, std::optional<Weights> sample_weight, nb::object progress) {
+         bool stop_when_stable, const std::string& math, std::optional<Weights> sample_weight, nb::object progress,
+         std::uint64_t max_gpu_memory) {
         std::vector<double> weights;
         if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
         const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
-                        stop_when_stable, math_from_name(math), std::move(weights), std::move(progress)};
+                        stop_when_stable, math_from_name(math), std::move(weights), std::move(progress),
+                        max_gpu_memory};
         return by_any_dtype(x, [&](auto t) { return fit<typename decltype(t)::type>(x, a); });
       },
       nb::arg("x").noconvert(), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(), nb::arg("max_iter"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"), nb::arg("column_copy"),
       nb::arg("stop_when_stable"), nb::arg("math"), nb::arg("sample_weight").none(), nb::arg("progress").none(),
-      "Lloyd K-means, n_init runs from seed, the lowest inertia kept; sample_weight empty or n weights. "
-      "Returns a dict of the result.");
+      nb::arg("max_gpu_memory") = 0,
+      "Lloyd K-means, n_init runs from seed, the lowest inertia kept; sample_weight empty or n weights. Host data "
+      "streams through the GPU (fit_host) when max_gpu_memory > 0 or when it does not fit. Returns a dict of the "
+      "result ('stream': the stream report, or None).");
   m.def(
       "kmeans_predict",
       [](const Matrix& x, const Matrix& centroids, const std::string& backend, const std::string& math) {

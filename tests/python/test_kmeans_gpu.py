@@ -213,6 +213,51 @@ def test_out_of_device_memory_is_memory_error():
     skinny.KMeans(k, random_state=0).fit(X)
 
 
+# ------------------------------------------------------------------ streamed from host memory (fit_host)
+
+@pytest.mark.parametrize("k, same_bits", [(8, False), (128, True)])
+def test_streamed_fit_equals_the_in_memory_fit(tmp_path, k, same_bits):
+    # 200000 x 32 float32 (25.6 MB) through 96 MiB of GPU memory: a few chunks. k = 128 runs the fused
+    # assignment (the same bits under any chunking); k = 8 the GEMM path (the same labels, centres within
+    # rounding). Random initial centres: the same rows in both fits. A read-only memmap streams in place.
+    X, _ = sklearn_datasets.make_blobs(n_samples=200000, n_features=32, centers=k, random_state=1)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    np.save(tmp_path / "x.npy", X)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    ref = skinny.KMeans(k, init="random", random_state=0).fit(X)
+    assert ref.stream_report_ is None
+    km = skinny.KMeans(k, init="random", random_state=0, max_gpu_memory="96M").fit(mapped)
+    report = km.stream_report_
+    assert report is not None and report["chunks"] > 1, report
+    assert report["budget_bytes"] <= 96 << 20 and report["planned_bytes"] <= report["budget_bytes"]
+    np.testing.assert_array_equal(km.labels_, ref.labels_)
+    if same_bits:
+        np.testing.assert_array_equal(km.cluster_centers_, ref.cluster_centers_)
+    else:
+        np.testing.assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-6, atol=1e-6 * np.abs(X).max())
+    assert km.n_iter_ == ref.n_iter_
+    assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
+    assert len(report["h2d_gbs"]) == km.n_iter_ and min(report["h2d_gbs"]) > 0
+    assert report["h2d_bytes_per_iteration"] == X.nbytes
+
+
+def test_streamed_fit_with_weights_and_restarts(tmp_path):
+    X, _ = sklearn_datasets.make_blobs(n_samples=60000, n_features=16, centers=5, random_state=2)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    w = np.random.RandomState(0).uniform(0.5, 2.0, len(X))
+    ref = skinny.KMeans(5, init="random", n_init=3, random_state=4).fit(X, sample_weight=w)
+    km = skinny.KMeans(5, init="random", n_init=3, random_state=4, max_gpu_memory=80 << 20).fit(X, sample_weight=w)
+    assert km.stream_report_["chunks"] > 1
+    np.testing.assert_array_equal(km.labels_, ref.labels_)
+    np.testing.assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-12, atol=1e-12 * np.abs(X).max())
+
+
+def test_too_small_max_gpu_memory_is_a_value_error_naming_it():
+    X, k = dataset("iris")
+    with pytest.raises(ValueError, match=r"budget of 1.0 MiB .*cannot hold one chunk"):
+        skinny.KMeans(k, max_gpu_memory="1M").fit(X)
+
+
 # ------------------------------------------------------------------------ device arrays (no copies)
 
 def _same_as_numpy(X_device, X_host, k=10):

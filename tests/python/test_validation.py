@@ -144,6 +144,31 @@ def test_malformed_sample_weight(weights):
         skinny.KMeans(2).fit(X, sample_weight=weights)
 
 
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2X", "0", "0.4", "2 G", "", "G", "-1G", 1 << 64, [1]])
+def test_bad_max_gpu_memory_is_refused_before_any_gpu_work(bad):
+    with pytest.raises(ValueError, match="max_gpu_memory"):
+        skinny.KMeans(2, max_gpu_memory=bad).fit(X)
+
+
+@pytest.mark.parametrize("size, expected", [
+    (None, 0), (1, 1), (1 << 30, 1 << 30), ("2G", 2 << 30), ("2gib", 2 << 30), ("512M", 512 << 20),
+    ("512MB", 512 << 20), ("1.5G", 3 << 29), (".5K", 512), ("100", 100), ("512B", 512), ("1T", 1 << 40),
+    ("18446744073709551615", (1 << 64) - 1),
+])
+def test_max_gpu_memory_sizes(size, expected):
+    from skinny.kmeans import gpu_memory_bytes
+    assert gpu_memory_bytes(size) == expected
+    skinny.KMeans(2, max_gpu_memory=size)._check_params()
+
+
+def test_max_gpu_memory_messages_say_what_is_wrong():
+    with pytest.raises(ValueError, match=r"max_gpu_memory '2X' is not a size: expected bytes with an optional suffix K, "
+                                         r"M, G or T \(powers of 1024\)"):
+        skinny.KMeans(2, max_gpu_memory="2X").fit(X)
+    with pytest.raises(ValueError, match="max_gpu_memory must be at least 1 byte"):
+        skinny.KMeans(2, max_gpu_memory=0).fit(X)
+
+
 def test_library_errors_translate_to_python_exceptions():
     # std::invalid_argument from the C++ library arrives as ValueError with the library's message.
     with pytest.raises(ValueError, match="unknown GEMM algorithm 'bogus'"):

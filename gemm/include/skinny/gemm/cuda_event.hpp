@@ -15,6 +15,8 @@ class CudaEvent {
   CudaEvent& operator=(const CudaEvent&) = delete;
 
   void record(cudaStream_t stream) { SKINNY_CUDA_TRY(cudaEventRecord(event_, stream)); }
+  /// The event, for cudaStreamWaitEvent and cudaEventSynchronize (ordering work across streams).
+  cudaEvent_t get() const noexcept { return event_; }
   /// Milliseconds from `start` to this event, once this event has completed (waits for it).
   float ms_since(const CudaEvent& start) const {
     SKINNY_CUDA_TRY(cudaEventSynchronize(event_));

@@ -10,6 +10,9 @@ namespace skinny {
 class CudaStream {
  public:
   CudaStream() { SKINNY_CUDA_TRY(cudaStreamCreate(&stream_)); }
+  /// With cudaStreamCreateWithFlags' flags: cudaStreamNonBlocking for a stream that must overlap work
+  /// queued on the legacy default stream (which otherwise waits for, and is waited for by, this one).
+  explicit CudaStream(unsigned int flags) { SKINNY_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, flags)); }
   ~CudaStream() { cudaStreamDestroy(stream_); }  // never throw from a destructor
   CudaStream(const CudaStream&) = delete;
   CudaStream& operator=(const CudaStream&) = delete;
