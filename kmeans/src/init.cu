@@ -30,18 +30,24 @@ void copy_row(T* dst, const T* x, std::int64_t row, std::int64_t d, cudaStream_t
 
 }  // namespace
 
-template <class T>
-void init_random(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_t seed, T* c) {
+std::vector<std::int64_t> random_rows(std::int64_t n, std::int64_t k, std::uint64_t seed) {
   // k draws of a Fisher-Yates shuffle, the swaps kept in a map: O(k) for any n.
   std::uint64_t state = splitmix64(seed ^ 0x52414e444f4dull);
   std::unordered_map<std::int64_t, std::int64_t> swapped;
   auto at = [&](std::int64_t i) { auto it = swapped.find(i); return it == swapped.end() ? i : it->second; };
+  std::vector<std::int64_t> picks(static_cast<std::size_t>(k));
   for (std::int64_t i = 0; i < k; ++i) {
     const std::int64_t j = i + static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(n - i));
-    const std::int64_t pick = at(j);
+    picks[static_cast<std::size_t>(i)] = at(j);
     swapped[j] = at(i);
-    copy_row(c + i * d, x, pick, d, ctx.stream());
   }
+  return picks;
+}
+
+template <class T>
+void init_random(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_t seed, T* c) {
+  const std::vector<std::int64_t> picks = random_rows(n, k, seed);
+  for (std::int64_t i = 0; i < k; ++i) copy_row(c + i * d, x, picks[static_cast<std::size_t>(i)], d, ctx.stream());
 }
 
 template <class T>

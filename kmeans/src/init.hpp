@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace skinny::kmeans::detail {
 
@@ -20,7 +21,11 @@ inline double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// k distinct points of x drawn uniformly.
+/// The rows init_random takes: k distinct indices of 0 .. n - 1 drawn uniformly from the seed, in draw
+/// order (fit_distributed draws the same global rows, whichever rank holds them).
+std::vector<std::int64_t> random_rows(std::int64_t n, std::int64_t k, std::uint64_t seed);
+
+/// k distinct points of x drawn uniformly (the rows of random_rows).
 template <class T>
 void init_random(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_t seed, T* c);
 
