@@ -9,7 +9,7 @@
 # flash-kmeans from the wheels carried in .wheels/, see bench/README-kmeans.md). Each JSON records device,
 # driver, CUDA version, date and git commit. Prints a table last; OUTDIR/results.tgz holds every JSON and log.
 # Plot with: python3 bench/plot.py OUTDIR/json bench/figures (the K-means comparison: bench/plot_kmeans.py)
-#   RUN_ALL_SKIP="ladder tsm2 kmeans abft kmeans_vs_flash"   parts to skip
+#   RUN_ALL_SKIP="ladder tsm2 kmeans abft kmeans_vs_flash kmeans_scaling"   parts to skip
 set -uo pipefail
 out=${1:?usage: bench/run-all.sh OUTDIR [build]}
 mkdir -p "$out/json" "$out/logs"; out=$(cd "$out" && pwd)
@@ -89,6 +89,14 @@ for p in ("float", "double"):
 for b in ("auto", "cublas"):
     print(f"many clusters (1048576 x 128, k = 1024), {b}: {ms('kmeans_many_clusters_' + b):.3f} ms per iteration")
 PY
+fi
+
+if [[ $skip != *" kmeans_scaling "* ]]; then
+  # Several GPUs (docs/multi-gpu.md): small shapes on the GPU counts this machine has (1, 2, 4, 8); the
+  # full strong and weak scaling runs are `python3 bench/kmeans_scaling.py` without --quick.
+  step kmeans_scaling_quick python3 bench/kmeans_scaling.py --kmeans "$apps/kmeans" --quick --iters 10 \
+    --out "$out/json/kmeans_scaling_quick.json"
+  grep -E "GPU\(s\)|^strong|^weak" "$out/logs/kmeans_scaling_quick.log" >>"$summary"
 fi
 
 if [[ $skip != *" abft "* ]] && [ -x "$apps/abft-encode" ]; then

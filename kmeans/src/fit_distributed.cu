@@ -179,6 +179,8 @@ class DistributedLloyd {
     const bool weighted = !weights.empty();
     const std::vector<double> max_w = updater_.column_max_abs(x, n_local, this->weights(), stream);
     const std::vector<double> max_x = weighted ? updater_.column_max_abs(x, n_local, nullptr, stream) : max_w;
+    updater_.set_scales(max_w, weighted);  // this shard's scales, for the warm-up; the global ones follow
+    warm_up();
     std::vector<u64> bits = bits_of(max_w);
     const std::vector<u64> bits_x = bits_of(max_x);
     bits.insert(bits.end(), bits_x.begin(), bits_x.end());
@@ -284,6 +286,28 @@ class DistributedLloyd {
     assign_->run(c_.data(), xnorm_.data(), cnorm_.data(), labels_.data(), mindist_.data(), counts_.data());
   }
 
+  /// One pass of the iteration's kernels with zero centroids, before the first collective that could
+  /// still be running on this device when they run again: CUDA loads kernels lazily (the default since
+  /// 12.2), and loading one may wait for the device, where an NCCL kernel waits for the other ranks, whose
+  /// threads (one process, several GPUs) may wait on this one. It also makes the GEMM's one-time planning
+  /// (TSM2 times its candidates) happen here, not between the ranks' collectives.
+  void warm_up() {
+    const cudaStream_t stream = ctx_.stream();
+    SKINNY_CUDA_TRY(cudaMemsetAsync(c_.data(), 0, c_.bytes(), stream));
+    SKINNY_CUDA_TRY(cudaMemsetAsync(prev_labels_.data(), 0, prev_labels_.bytes(), stream));
+    assign();
+    SKINNY_CUDA_TRY(cudaMemsetAsync(small_.data(), 0, small_.size() * sizeof(u64), stream));
+    SKINNY_CUDA_TRY(cudaMemsetAsync(max_.data(), 0, sizeof(u64), stream));
+    detail::max_weighted_bits(mindist_.data(), weights(), n_, max_.data(), stream);
+    detail::count_changes(labels_.data(), prev_labels_.data(), n_, small_.data() + 2, stream);
+    detail::fixed_sum(mindist_.data(), weights(), n_, max_.data(), small_.data(), stream);
+    updater_.begin(stream);
+    updater_.accumulate(x_, weights(), labels_.data(), n_, stream);
+    updater_.means(counts_.data(), c_.data(), c_next_.data(), stream);  // waits
+    detail::label_sq_distances(x_, n_, d_, c_.data(), labels_.data(), mindist_.data(), stream);
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+
   /// Every rank gets the rows `rows` (global indices) of X at out (rows.size() x d): the owners write
   /// theirs into a zeroed buffer and an integer allreduce adds them (each byte is non-zero on one rank
   /// at most, so the sum is the bits themselves, the sign of a zero included).
@@ -310,6 +334,7 @@ class DistributedLloyd {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // src_dev and dst_dev go out of scope
     }
     comm_.allreduce_sum(words(out.data()), out.size(), stream);
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // no collective in flight while rank 0 seeds (warm_up says why)
     return out;
   }
 
