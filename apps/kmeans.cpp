@@ -5,6 +5,10 @@
 //   kmeans --input new.npy --predict centroids.npy --output-labels labels.npy   labels for given centroids
 //   kmeans --input big.npy --k 64 --max-gpu-memory 2G   X streamed from the mapped file through 2 GiB of GPU memory
 //   kmeans --n 268435456 --d 32 --max-gpu-memory 8G     the streaming benchmark: 32 GiB of blobs in host memory
+//   kmeans --gpus 8 --n 16777216 --d 1024 --k 1024     one process, 8 GPUs (NCCL), rows split among them
+//   mpirun -n 16 kmeans --input points.npy --k 1024    a process per GPU, on one host or several
+#include "kmeans_distributed.hpp"
+
 #include "common/app_main.hpp"
 #include "common/device_data.hpp"
 #include "common/h2d_ceiling.hpp"
@@ -61,7 +65,13 @@ struct KmeansOptions {
   std::int64_t chunk_rows = 0;      ///< rows per streamed chunk; 0: from the budget
   std::string host_memory = "pageable";  ///< where streamed synthetic data is generated
   int host_threads = 0;             ///< threads filling the pinned staging buffers; 0: the library's choice
+  int gpus = 1;                   ///< GPUs of this process (several: the rows split among them)
+  int ranks = 0;                  ///< ranks as threads on those GPUs (0: one per GPU)
+  std::string comm = "auto";      ///< how the ranks add up their sums
+  const MpiSession* mpi = nullptr;  ///< set when started by mpirun: this process is one rank
   CommonOptions common;
+  /// Whether this run splits the rows among ranks (several GPUs, simulated ranks, or an MPI run).
+  bool distributed() const { return gpus > 1 || ranks > 1 || comm != "auto" || (mpi && mpi->active()); }
 };
 
 /// Files up to this size are checked for NaN and infinity while the arguments are parsed (before any
@@ -76,8 +86,9 @@ struct Input {
   bool finite_checked = true;       ///< false: a mapped file too large to check while parsing
   std::vector<T> initial;           ///< given initial centroids, or the centroids of --predict
   std::vector<double> weights;      ///< --sample-weight, or empty
+  bool rows_from_file = false;      ///< an MPI rank: data is empty, each rank reads its rows of --input later
 
-  bool synthetic() const { return !data && !mapped; }
+  bool synthetic() const { return !data && !mapped && !rows_from_file; }
   /// The points in host memory (a file's).
   const T* points() const { return mapped ? mapped->values<T>() : data->values.data(); }
 };
@@ -141,6 +152,19 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_flag("--progress", o.progress,
                "Print a line per iteration (inertia, centroid shift, time) and per initialisation step (k-means|| "
                "round, every 256 centres of k-means++ or of the k-means|| reduction)");
+  const std::string multi = "Several GPUs (exact: the same result for any number)";
+  app.add_option("--gpus", o.gpus,
+                 "GPUs of this process, --device onwards, a thread each; the rows are split among them and their "
+                 "cluster sums added through NCCL (host memory without it). Under mpirun each process is one GPU.")
+      ->check(CLI::Range(1, 1024))->capture_default_str()->group(multi);
+  app.add_option("--ranks", o.ranks,
+                 "Ranks as threads on the --gpus GPUs in turn (default: one per GPU); more ranks than GPUs need "
+                 "--comm threads: the multi-GPU path on one GPU, for testing")
+      ->check(CLI::Range(0, 4096))->group(multi);
+  app.add_option("--comm", o.comm,
+                 "How ranks add up their sums: nccl, threads (host memory, one process), mpi (host memory, under "
+                 "mpirun), or auto (NCCL when each rank has its own GPU)")
+      ->check(CLI::IsMember({"auto", "nccl", "threads", "mpi"}))->capture_default_str()->group(multi);
   add_common_options(app, o.common, {"float", "double", "half", "bf16"});
 }
 
@@ -178,7 +202,12 @@ Input<T> read_input(KmeansOptions& o) {
     ReadOptions ro;
     ro.raw_cols = o.d;
     ro.raw_type = sizeof(T) == 8 ? RawType::f64 : RawType::f32;
-    if (format_from_path(o.input) == FileFormat::npy) {
+    if (o.mpi && o.mpi->active()) {  // each rank reads only its rows, later
+      const MatrixShape shape = read_matrix_shape(o.input, ro);
+      in.rows_from_file = true;
+      o.n = shape.rows;
+      o.d = shape.cols;
+    } else if (format_from_path(o.input) == FileFormat::npy && !o.distributed()) {
       // Mapped, not read: a file larger than the GPU (or than memory) streams from the page cache.
       MappedNpy m(o.input);
       if (m.elem_bytes() == int(sizeof(T))) {
@@ -191,9 +220,13 @@ Input<T> read_input(KmeansOptions& o) {
     } else {
       in.data = read_matrix<T>(o.input, ro);
     }
-    o.n = in.mapped ? in.mapped->rows() : in.data->rows;
-    o.d = in.mapped ? in.mapped->cols() : in.data->cols;
+    if (!in.rows_from_file) {
+      o.n = in.mapped ? in.mapped->rows() : in.data->rows;
+      o.d = in.mapped ? in.mapped->cols() : in.data->cols;
+    }
   }
+  if (o.distributed() && (!o.predict.empty() || o.compare))
+    throw std::invalid_argument("--predict and --compare run on one GPU; give no --gpus, --ranks, --comm or mpirun");
   if (!o.predict.empty()) {
     if (!o.init_centroids.empty() || o.compare)
       throw std::invalid_argument("--predict labels points by given centroids; it takes no --init-centroids or --compare");
@@ -366,6 +399,55 @@ int run_predict(Context& ctx, const KmeansOptions& o, const T* x, const std::vec
   return 0;
 }
 
+/// Several GPUs or ranks: the options as a DistributedRun.
+template <class T>
+int run_distributed(const KmeansOptions& o, const Input<T>& in) {
+  DistributedRun<T> run;
+  run.n = o.n;
+  run.d = o.d;
+  run.params.k = o.k;
+  run.params.max_iter = o.iters;
+  run.params.tol = o.tol;
+  run.params.init = init_of(o);
+  run.params.seed = o.common.seed;
+  run.params.backend = gemm::algo_from_name(o.backend);
+  run.params.column_copy = !o.no_column_copy;
+  run.params.n_init = o.n_init;
+  run.params.math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
+  run.synthetic = !in.data && !in.rows_from_file;
+  run.params.stop_when_stable = !run.synthetic || o.tol_given;
+  run.data_seed = o.common.seed;
+  run.input = o.input;
+  run.read.raw_cols = o.d;
+  run.read.raw_type = sizeof(T) == 8 ? RawType::f64 : RawType::f32;
+  run.data = in.data ? &*in.data : nullptr;
+  run.initial = in.initial;
+  run.weights = in.weights;
+  run.gpus = o.gpus;
+  run.ranks = o.ranks;
+  run.first_device = o.common.device;
+  run.comm = o.comm;
+  run.output_labels = o.output_labels;
+  run.output_centroids = o.output_centroids;
+  run.json = o.common.json;
+  run.precision = o.common.precision;
+  run.backend = o.backend;
+  run.init_description = o.init_centroids.empty() ? init_description(o) : "given centroids";
+  run.data_name = run.synthetic ? "synthetic blobs (seed " + std::to_string(o.common.seed) + ")" : o.input;
+  run.mpi = o.mpi;
+  if (o.progress) {
+    run.params.progress = [](const kmeans::IterationInfo& i) {
+      std::printf("  iter %4d  inertia %.6e  shift %.3e  %.3f ms\n", i.iteration, i.inertia, i.shift, i.ms);
+      std::fflush(stdout);
+    };
+    run.params.init_progress = [](const kmeans::InitProgress& i) {
+      std::printf("  init %s %lld/%lld  %.1f ms\n", i.stage, static_cast<long long>(i.step), static_cast<long long>(i.of), i.ms);
+      std::fflush(stdout);
+    };
+  }
+  return run_kmeans_distributed(run);
+}
+
 /// 16-bit X on the device: the file's values or synthetic blobs made in float (a float16 .npy is read
 /// exactly) and rounded once on the device.
 template <class T>
@@ -389,6 +471,12 @@ template <class T>
 int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
   using C = kmeans::compute_t<T>;
   constexpr bool sixteen_bit = !std::is_same_v<T, C>;
+  if constexpr (!sixteen_bit) {
+    if (o.distributed()) return run_distributed(o, in);
+  } else if (o.distributed()) {
+    throw std::invalid_argument("--gpus, --ranks, --comm and mpirun take float or double data; --precision " +
+                                o.common.precision + " runs on one GPU");
+  }
   const bool synthetic = in.synthetic();
   kmeans::Params p = params_of(o, synthetic);
   if (sixteen_bit && o.max_gpu_memory > 0)
@@ -643,7 +731,9 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
 int main(int argc, char** argv) {
   using namespace skinny::apps;
   CLI::App app{"Lloyd K-means on the GPU; the distances' cross term through cuBLAS or skinny's kernels", "kmeans"};
+  const MpiSession mpi(argc, argv);  // MPI only when started by mpirun (or srun, mpiexec)
   KmeansOptions options;
+  options.mpi = &mpi;
   setup_kmeans(app, options);
   Input<float> input_f;
   Input<double> input_d;

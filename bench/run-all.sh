@@ -9,7 +9,7 @@
 # flash-kmeans from the wheels carried in .wheels/, see bench/README-kmeans.md). Each JSON records device,
 # driver, CUDA version, date and git commit. Prints a table last; OUTDIR/results.tgz holds every JSON and log.
 # Plot with: python3 bench/plot.py OUTDIR/json bench/figures (the K-means comparison: bench/plot_kmeans.py)
-#   RUN_ALL_SKIP="ladder tsm2 kmeans kmeans_stream abft kmeans_vs_flash"   parts to skip
+#   RUN_ALL_SKIP="ladder tsm2 kmeans kmeans_stream abft kmeans_vs_flash kmeans_scaling"   parts to skip
 set -uo pipefail
 out=${1:?usage: bench/run-all.sh OUTDIR [build]}
 mkdir -p "$out/json" "$out/logs"; out=$(cd "$out" && pwd)
@@ -112,6 +112,13 @@ for mem in ("pageable", "pinned"):
     print(f"  {mem:8} {json.loads(f.read_text())['median_iteration_ms']:9.1f} ms/iter  copies {s['median_h2d_gbs']:5.1f} GB/s  "
           f"sustained {s['median_stream_gbs']:5.1f} GB/s = {s['percent_of_h2d_ceiling']:5.1f} % of {s['h2d_ceiling_gbs']:.1f} GB/s")
 PY
+fi
+if [[ $skip != *" kmeans_scaling "* ]]; then
+  # Several GPUs (docs/multi-gpu.md): small shapes on the GPU counts this machine has (1, 2, 4, 8); the
+  # full strong and weak scaling runs are `python3 bench/kmeans_scaling.py` without --quick.
+  step kmeans_scaling_quick python3 bench/kmeans_scaling.py --kmeans "$apps/kmeans" --quick --iters 10 \
+    --out "$out/json/kmeans_scaling_quick.json"
+  grep -E "GPU\(s\)|^strong|^weak" "$out/logs/kmeans_scaling_quick.log" >>"$summary"
 fi
 
 if [[ $skip != *" abft "* ]] && [ -x "$apps/abft-encode" ]; then

@@ -319,6 +319,59 @@ HostData<T> read_matrix(const std::string& path, const ReadOptions& options) {
   fail(path, "unknown format");
 }
 
+MatrixShape read_matrix_shape(const std::string& path, const ReadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  switch (format_from_path(path)) {
+    case FileFormat::npy: {
+      const NpyHeader h = read_npy_header(in, path);
+      const std::int64_t need = data_bytes(path, h.rows, h.cols, h.elem_bytes), have = bytes_left(in);
+      if (have >= 0 && have != need)
+        fail(path, "header says " + std::to_string(h.rows) + " x " + std::to_string(h.cols) + " (" + std::to_string(need) +
+                       " bytes) but " + std::to_string(have) + " bytes of data follow");
+      return {h.rows, h.cols};
+    }
+    case FileFormat::raw: {
+      if (options.raw_cols < 1) fail(path, "a raw binary file needs its number of columns (--d) >= 1");
+      const std::int64_t have = bytes_left(in), row_bytes = options.raw_cols * (options.raw_type == RawType::f32 ? 4 : 8);
+      if (have <= 0 || have % row_bytes != 0)
+        fail(path, std::to_string(have) + " bytes is not a whole number of rows of " + std::to_string(row_bytes) + " bytes");
+      return {have / row_bytes, options.raw_cols};
+    }
+    case FileFormat::csv: break;
+  }
+  const HostData<double> all = read_csv<double>(in, path);
+  return {all.rows, all.cols};
+}
+
+template <class T>
+HostData<T> read_matrix_rows(const std::string& path, const ReadOptions& options, std::int64_t begin, std::int64_t count) {
+  const MatrixShape shape = read_matrix_shape(path, options);
+  if (begin < 0 || count < 0 || begin + count > shape.rows)
+    fail(path, "rows " + std::to_string(begin) + " .. " + std::to_string(begin + count) + " are outside its " +
+                   std::to_string(shape.rows) + " rows");
+  const FileFormat format = format_from_path(path);
+  HostData<T> m;
+  m.rows = count;
+  m.cols = shape.cols;
+  if (format == FileFormat::csv) {  // text has no row offsets: read it all, keep the rows
+    const HostData<T> all = read_matrix<T>(path, options);
+    m.values.assign(all.values.begin() + begin * shape.cols, all.values.begin() + (begin + count) * shape.cols);
+    return m;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open (") + std::strerror(errno) + ")");
+  int elem = options.raw_type == RawType::f32 ? 4 : 8;
+  if (format == FileFormat::npy) elem = read_npy_header(in, path).elem_bytes;
+  in.seekg(static_cast<std::streamoff>(begin * shape.cols * elem), std::ios::cur);
+  if (!in) fail(path, "cannot seek to row " + std::to_string(begin));
+  m.values = elem == 2   ? read_values<T, Float16>(in, path, count * shape.cols)
+             : elem == 4 ? read_values<T, float>(in, path, count * shape.cols)
+                         : read_values<T, double>(in, path, count * shape.cols);
+  require_finite(m, path + " (rows from " + std::to_string(begin) + ")");
+  return m;
+}
+
 template <class T>
 std::string npy_bytes(const T* values, std::int64_t rows, std::int64_t cols) {
   std::string dict = std::string("{'descr': '") + npy_descr<T>() + "', 'fortran_order': False, 'shape': (" +
@@ -370,6 +423,7 @@ void write_matrix(const std::string& path, const T* values, std::int64_t rows, s
 #define SKINNY_MATRIX_IO_READERS(T)                                                        \
   template HostData<T> read_matrix<T>(const std::string&, const ReadOptions&);             \
   template HostData<T> read_npy<T>(std::istream&, const std::string&);                     \
+  template HostData<T> read_matrix_rows<T>(const std::string&, const ReadOptions&, std::int64_t, std::int64_t);                     \
   template HostData<T> read_csv<T>(std::istream&, const std::string&);                     \
   template HostData<T> read_raw<T>(std::istream&, const std::string&, std::int64_t, RawType); \
   template void require_finite<T>(const HostData<T>&, const std::string&);                  \

@@ -33,6 +33,18 @@ struct ReadOptions {
   RawType raw_type = RawType::f32;
 };
 
+/// A matrix file's shape without its values: a .npy's header, a raw file's size (CSV: read whole).
+struct MatrixShape {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+MatrixShape read_matrix_shape(const std::string& path, const ReadOptions& options = {});
+
+/// Rows [begin, begin + count) of a matrix file (one MPI rank's shard): .npy and raw read only those
+/// bytes; CSV is read whole and those rows kept. Checked as read_matrix checks (finite values).
+template <class T>
+HostData<T> read_matrix_rows(const std::string& path, const ReadOptions& options, std::int64_t begin, std::int64_t count);
+
 /// Reads any supported format (chosen by format_from_path), converting to T.
 template <class T>
 HostData<T> read_matrix(const std::string& path, const ReadOptions& options = {});

@@ -153,6 +153,11 @@ template <class T>
 void blobs(T* x, T* centers, std::int64_t n, std::int64_t d, int k, std::uint64_t seed, double stddev,
            double center_box, cudaStream_t stream);
 
+/// Rows [row_begin, row_begin + rows) of those blobs into x (rows x d).
+template <class T>
+void blob_rows(T* x, T* centers, std::int64_t row_begin, std::int64_t rows, std::int64_t d, int k, std::uint64_t seed,
+               double stddev, double center_box, cudaStream_t stream);
+
 /// The centroid update of one iteration. Owns its device buffers; reused across iterations. The sums
 /// are exact integer sums (fixed_point.hpp): the same bits however the points are split into the calls
 /// of accumulate(), so chunks of a stream or shards of several GPUs give the one-call result.
@@ -204,6 +209,16 @@ class Updater {
   /// several GPUs add up between accumulate() and finish().
   unsigned long long* sums() noexcept { return sums_.data(); }
   unsigned long long* weight_sums() noexcept { return weight_sums_.data(); }
+  std::int64_t sum_words() const noexcept { return 2 * k_ * d_; }
+  /// Whether weight_sums() are in use (set_scales with weights).
+  bool weighted() const noexcept { return weighted_; }
+
+  /// For sums added up across GPUs in place of finish() (fit_distributed.cu): moves one point (its d values
+  /// at `row`, on the device, and its weight w) from cluster `from` to the empty cluster `to` in the sums and
+  /// weight sums, as finish() does for its moves.
+  void move_point(const T* row, double w, std::int64_t from, std::int64_t to, cudaStream_t stream);
+  /// Then the means for `counts_dev` (after the moves) and the shift, as finish() ends; waits, returns the shift.
+  double means(const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream);
 
  private:
   /// finish's work; the weights from `fetched_weights` once points.fetch has filled it, else points.weights.

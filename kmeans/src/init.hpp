@@ -21,8 +21,9 @@ inline double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// The rows init_random takes: k distinct row indices of [0, n), drawn from the seed (a pure function
-/// of (n, k, seed), so a driver that holds X elsewhere, fit_host, picks the same rows).
+/// The rows init_random takes: k distinct row indices of [0, n), drawn from the seed in draw order (a
+/// pure function of (n, k, seed), so drivers that hold X elsewhere, fit_host and fit_distributed, pick
+/// the same rows).
 std::vector<std::int64_t> random_rows(std::int64_t n, std::int64_t k, std::uint64_t seed);
 
 /// k distinct points of x drawn uniformly (the rows random_rows gives).

@@ -2,6 +2,7 @@
 #include "detail.hpp"
 #include "element.cuh"
 #include "init.hpp"
+#include "lloyd_hooks.hpp"
 
 #include <skinny/gemm/cuda_event.hpp>
 #include <skinny/gemm/device_buffer.hpp>
@@ -503,6 +504,67 @@ template void check_fit(const double*, std::int64_t, std::int64_t, const Params&
 template bool uses_nearest(const Context&, const float*, std::int64_t, std::int64_t, std::int64_t, gemm::Algo, gemm::Math);
 template bool uses_nearest(const Context&, const double*, std::int64_t, std::int64_t, std::int64_t, gemm::Algo,
                            gemm::Math);
+
+// ------------------------------------------------------------------ for fit_distributed (lloyd_hooks.hpp)
+
+void check_fit_params(const Params& p) { check_params(p); }
+
+template <class T>
+void check_distance_backend(const T* x, std::int64_t rows, std::int64_t d, std::int64_t k, gemm::Algo backend) {
+  const std::int64_t chunk = chunk_rows(rows, k, sizeof(T));
+  const gemm::Arguments<T> probe{gemm::row_major<const T>(x, chunk, d), gemm::col_major<const T>(placeholder<T>(), d, k),
+                                 gemm::row_major(placeholder<T>(), chunk, k)};
+  const gemm::Support s = gemm::can_implement(backend, probe);
+  if (!s) throw std::invalid_argument("kmeans: backend cannot compute the distances: " + s.reason);
+}
+
+template <class T>
+struct ShardAssigner<T>::Impl {
+  Impl(Context& c, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo b, gemm::Math m)
+      : assign(c, x, n, d, k, b, m) {}
+  Assigner<T> assign;
+  DeviceBuffer<T> xt;
+};
+
+template <class T>
+ShardAssigner<T>::ShardAssigner(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                                gemm::Algo backend, gemm::Math math, bool column_copy)
+    : impl_(std::make_unique<Impl>(ctx, x, n, d, k, backend, math)) {
+  const std::size_t elems = static_cast<std::size_t>(n) * static_cast<std::size_t>(d);
+  if (column_copy && !impl_->assign.fused && n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
+    impl_->xt = DeviceBuffer<T>(elems);
+    detail::to_columns(x, n, d, impl_->xt.data(), ctx.stream());
+    impl_->assign.xt = impl_->xt.data();
+  }
+}
+
+template <class T>
+ShardAssigner<T>::~ShardAssigner() = default;
+
+template <class T>
+bool ShardAssigner<T>::fused() const {
+  return impl_->assign.fused;
+}
+
+template <class T>
+bool ShardAssigner<T>::column_copy() const {
+  return impl_->xt.size() > 0;
+}
+
+template <class T>
+void ShardAssigner<T>::run(const T* c, const T* xnorm, const T* cnorm, std::int32_t* labels, T* mindist, int* counts) {
+  impl_->assign.run(c, xnorm, cnorm, labels, mindist, counts);
+}
+
+template <class T>
+std::pair<double, double> ShardAssigner<T>::phase_ms() const {
+  return impl_->assign.phase_ms();
+}
+
+template void check_distance_backend(const float*, std::int64_t, std::int64_t, std::int64_t, gemm::Algo);
+template void check_distance_backend(const double*, std::int64_t, std::int64_t, std::int64_t, gemm::Algo);
+template class ShardAssigner<float>;
+template class ShardAssigner<double>;
 
 }  // namespace detail
 

@@ -233,6 +233,16 @@ __global__ void move_point_kernel(const T* __restrict__ x, std::int64_t d, std::
   }
 }
 
+/// The weight-sum side of a moved point (finish() does it on the host with the same rounding).
+__global__ void move_weight_kernel(double w, double scale, std::int64_t from, std::int64_t to, u64* __restrict__ hi,
+                                   u64* __restrict__ lo) {
+  const long long q = to_fixed(w, scale);
+  hi[from] += fixed_high(-q);
+  lo[from] += fixed_low(-q);
+  hi[to] = fixed_high(q);
+  lo[to] = fixed_low(q);
+}
+
 /// Means (clusters left empty keep their centroid) and each element's squared shift. The denominator is
 /// the count, or the weight sum when the points are weighted (w_hi non-null).
 template <class C>
@@ -486,6 +496,24 @@ double Updater<T>::update(const T* x, const double* weights, std::int32_t* label
   begin(stream);
   accumulate(x, weights, labels, n_, stream);
   return finish(x, weights, labels, mindist, counts_dev, old_c, new_c, stream);
+}
+
+template <class T>
+void Updater<T>::move_point(const T* row, double w, std::int64_t from, std::int64_t to, cudaStream_t stream) {
+  u64* hi = sums_.data();
+  move_point_kernel<T><<<1, 256, 0, stream>>>(row, d_, 0, w, from, to, scale_.data(), hi, hi + k_ * d_);
+  SKINNY_CHECK_LAUNCH();
+  if (weighted_) {
+    move_weight_kernel<<<1, 1, 0, stream>>>(w, weight_scale_, from, to, weight_sums_.data(), weight_sums_.data() + k_);
+    SKINNY_CHECK_LAUNCH();
+  }
+}
+
+template <class T>
+double Updater<T>::means(const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
+  means_and_shift(counts_dev, old_c, new_c, stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return shift_.value();
 }
 
 template <class T>

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numbers
 import re
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _skinny
-from ._arrays import check_array, compute_dtype_of, float_dtype_of, require_cuda, shape_of, to_host
+from ._arrays import check_array, compute_dtype_of, float_dtype_of, is_cuda_array, require_cuda, shape_of, to_host
 from ._base import BaseEstimator, ClusterMixin, NotFittedError, TransformerMixin, check_random_state
 
 _INITS = ("k-means++", "k-means||", "random")
@@ -63,6 +63,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         run on a sample of the rows when not all fit. Ignored for CUDA arrays (already on the GPU).
     verbose : bool, default False
         Print one line per iteration.
+    devices : None, int or sequence of int, default None
+        CUDA devices to fit on (not in scikit-learn). None: the current device (or a CUDA array's own).
+        Several devices: X is split by rows among them (a CUDA array is first copied to the host), a
+        thread drives each, and their exact integer cluster sums are added through NCCL (through host
+        memory when the package was built without NCCL): the result is the one-device result, bit for
+        bit, for any number of devices (see docs/multi-gpu.md). A single device (``3`` or ``[3]``) runs
+        the same code on that device.
 
     Attributes
     ----------
@@ -79,6 +86,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         arrays stayed on the GPU, the GPU memory budget and plan, the bytes copied to the GPU per iteration
         and the throughput of each iteration's copies (``h2d_gbs``, GB/s) and of the iteration as a whole
         (``stream_gbs``); None when X was fitted on the GPU whole (not in scikit-learn).
+    allreduce_ms_ : ndarray (n_iter_,)
+        With ``devices``: GPU time of each iteration's collectives between the devices (not in scikit-learn).
 
     Notes
     -----
@@ -95,7 +104,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                  n_init: Union[int, str] = 1, max_iter: int = 300, tol: float = 1e-4,
                  random_state: Optional[Union[int, np.random.RandomState]] = None, backend: str = "auto",
                  column_copy: bool = True, math: str = "exact", stop_when_stable: bool = True,
-                 max_gpu_memory: Optional[Union[int, str]] = None, verbose: bool = False) -> None:
+                 max_gpu_memory: Optional[Union[int, str]] = None, verbose: bool = False,
+                 devices: Optional[Union[int, Sequence[int]]] = None) -> None:
         # Stored unmodified (scikit-learn's rule): checks happen in fit.
         self.n_clusters = n_clusters
         self.init = init
@@ -109,13 +119,17 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.stop_when_stable = stop_when_stable
         self.max_gpu_memory = max_gpu_memory
         self.verbose = verbose
+        self.devices = devices
 
     # ----------------------------------------------------------------------------------------- fitting
 
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "KMeans":
         """Clusters X (n_samples x n_features). ``y`` is ignored. Returns self."""
         self._check_params()
-        X = check_array(X, sixteen_bit=True)
+        devices = _device_list(self.devices)
+        if devices is not None and is_cuda_array(X):
+            X = to_host(X)  # split among the devices from the host
+        X = check_array(X, sixteen_bit=devices is None)
         n_samples, n_features = shape_of(X)
         if self.n_clusters > n_samples:
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={self.n_clusters}.")
@@ -125,10 +139,18 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         _require_cuda()
 
-        result = _skinny.kmeans_fit(X, int(self.n_clusters), init, centres, int(self.max_iter), float(self.tol),
-                                    seed, n_init, self.backend, bool(self.column_copy), bool(self.stop_when_stable),
-                                    self.math, weights, _print_iteration if self.verbose else None,
-                                    gpu_memory_bytes(self.max_gpu_memory))
+        args = (int(self.n_clusters), init, centres, int(self.max_iter), float(self.tol), seed, n_init, self.backend,
+                bool(self.column_copy), bool(self.stop_when_stable), self.math, weights,
+                _print_iteration if self.verbose else None)
+        if devices is None:
+            result = _skinny.kmeans_fit(X, *args, gpu_memory_bytes(self.max_gpu_memory))
+        else:
+            _check_devices_exist(devices)
+            if len(devices) > n_samples:
+                raise ValueError(f"devices: {len(devices)} devices for n_samples={n_samples}; need at least one "
+                                 f"sample per device")
+            result = _skinny.kmeans_fit_devices(X, devices, *args)
+            self.allreduce_ms_ = np.asarray(result["allreduce_ms"], dtype=np.float64)
         self.cluster_centers_ = result["cluster_centers"]
         self.labels_ = result["labels"]
         self.inertia_ = float(result["inertia"])
@@ -189,6 +211,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool) or not np.isfinite(self.tol)
                 or self.tol < 0):
             raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        _device_list(self.devices)
         names = _skinny.algo_names()
         if self.backend not in names:
             raise ValueError(f"unknown backend {self.backend!r}; valid backends: {', '.join(names)}")
@@ -276,6 +299,32 @@ def _check_sample_weight(sample_weight: Any, n_samples: int) -> Optional[np.ndar
         bad = int(np.flatnonzero(~(np.isfinite(w) & (w > 0)))[0])
         raise ValueError(f"sample_weight must be finite and > 0, got {w[bad]} at index {bad}")
     return np.ascontiguousarray(w)
+
+
+def _device_list(devices: Any) -> Optional[List[int]]:
+    """None, or the devices as a list of distinct non-negative ints (one int: a list of one)."""
+    if devices is None:
+        return None
+    if _is_int(devices):
+        devices = [devices]
+    if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+        raise ValueError(f"devices must be None, a device number or a sequence of them, got {devices!r}")
+    out = list(devices)
+    if not out:
+        raise ValueError("devices must name at least one CUDA device, got an empty sequence")
+    for d in out:
+        if not _is_int(d) or d < 0:
+            raise ValueError(f"devices must hold device numbers >= 0, got {d!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"devices lists a device twice: {out}")
+    return [int(d) for d in out]
+
+
+def _check_devices_exist(devices: List[int]) -> None:
+    count = _skinny.cuda_device_count()
+    missing = [d for d in devices if d >= count]
+    if missing:
+        raise ValueError(f"devices {missing} do not exist: this machine has {count} CUDA device(s), 0 .. {count - 1}")
 
 
 def _require_cuda() -> None:

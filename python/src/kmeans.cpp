@@ -5,7 +5,13 @@
 #include "bindings.hpp"
 
 #include <skinny/gemm/context.hpp>
+#include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/kmeans/distances.hpp>
+#include <skinny/kmeans/distributed.hpp>
+#include <skinny/kmeans/thread_communicator.hpp>
+#if defined(SKINNY_WITH_NCCL)
+#include <skinny/kmeans/nccl_communicator.hpp>
+#endif
 #include <skinny/kmeans/finite.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 #include <skinny/kmeans/stream.hpp>
@@ -14,7 +20,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,8 +86,7 @@ nb::dict report_dict(const kmeans::StreamReport& r) {
   return d;
 }
 
-template <class T>
-nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
+kmeans::Params params_of(const FitArgs& a) {
   kmeans::Params p;
   p.k = a.k;
   p.init = init_from_name(a.init);
@@ -97,6 +105,12 @@ nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
       progress(i.iteration, i.inertia, i.shift, i.ms);
     };
   }
+  return p;
+}
+
+template <class T>
+nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
+  const kmeans::Params p = params_of(a);
   using C = kmeans::compute_t<T>;
   const std::vector<C> initial = a.init_centroids ? host_values<C>(*a.init_centroids) : std::vector<C>{};
 
@@ -140,6 +154,102 @@ nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
   out["argmin_ms"] = best.timing.argmin_iteration_ms;
   out["update_ms"] = best.timing.update_iteration_ms;
   out["stream"] = report ? nb::object(report_dict(*report)) : nb::none();
+  return out;
+}
+
+/// Throws std::invalid_argument unless `devices` are distinct CUDA devices of this machine, no more than
+/// the n points.
+void check_devices(const std::vector<int>& devices, std::int64_t n) {
+  const int count = cuda_device_count();
+  if (devices.empty()) throw std::invalid_argument("devices: need at least one device");
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] < 0 || devices[i] >= count)
+      throw std::invalid_argument("devices: " + std::to_string(devices[i]) + " is not a CUDA device of this machine (it has " +
+                                  std::to_string(count) + ": 0 .. " + std::to_string(count - 1) + ")");
+    if (std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i), devices[i]) !=
+        devices.begin() + static_cast<std::ptrdiff_t>(i))
+      throw std::invalid_argument("devices: " + std::to_string(devices[i]) + " is listed twice");
+  }
+  if (static_cast<std::int64_t>(devices.size()) > n)
+    throw std::invalid_argument("devices: " + std::to_string(devices.size()) + " devices for " + std::to_string(n) +
+                                " samples; need at least one sample per device");
+}
+
+/// fit over several devices of this process: x (host, n x d) split by rows, a thread per device,
+/// fit_distributed between them through NCCL (host memory when built without it); one device runs over
+/// LocalCommunicator. The same result as fit on one device, for any number of devices.
+template <class T>
+nb::dict fit_devices(const Matrix& x, const FitArgs& a, const std::vector<int>& devices) {
+  if (on_cuda(x)) throw std::invalid_argument("internal: fit over devices takes host data");
+  const kmeans::Params p = params_of(a);
+  const std::vector<T> initial = a.init_centroids ? host_values<T>(*a.init_centroids) : std::vector<T>{};
+  const std::int64_t n = static_cast<std::int64_t>(x.shape(0)), d = static_cast<std::int64_t>(x.shape(1));
+  const T* host = static_cast<const T*>(x.data());
+  check_devices(devices, n);
+  const int ranks = static_cast<int>(devices.size());
+  std::vector<kmeans::DistributedResult<T>> results(devices.size());
+  // The other ranks' parameters without the progress callback, made while the GIL is held: copying or
+  // dropping the callback touches its Python object's reference count.
+  kmeans::Params quiet = p;
+  quiet.progress = nullptr;
+  {
+    nb::gil_scoped_release no_gil;
+    kmeans::ThreadGroup group(ranks);
+    kmeans::LocalCommunicator local;
+    std::vector<std::unique_ptr<kmeans::Communicator>> comms;
+    std::function<void()> abort_all = [&] { group.abort(); };
+#if defined(SKINNY_WITH_NCCL)
+    std::vector<std::unique_ptr<kmeans::NcclCommunicator>> nccl;
+    if (ranks > 1) {
+      nccl = kmeans::NcclCommunicator::for_devices(devices);
+      abort_all = [&] {
+        for (auto& c : nccl) c->abort();
+      };
+    }
+#endif
+    for (int r = 0; r < ranks && ranks > 1; ++r) comms.push_back(std::make_unique<kmeans::ThreadCommunicator>(group, r));
+    kmeans::run_ranks(
+        ranks,
+        [&](int r) {
+          const std::size_t u = static_cast<std::size_t>(r);
+          kmeans::Communicator* comm = ranks == 1 ? static_cast<kmeans::Communicator*>(&local) : comms[u].get();
+#if defined(SKINNY_WITH_NCCL)
+          if (ranks > 1) comm = nccl[u].get();
+#endif
+          SKINNY_CUDA_TRY(cudaSetDevice(devices[u]));
+          const kmeans::RowRange s = kmeans::shard_rows(n, ranks, r);
+          DeviceBuffer<T> shard(static_cast<std::size_t>(s.count * d));
+          SKINNY_CUDA_TRY(cudaMemcpy(shard.data(), host + s.begin * d, shard.bytes(), cudaMemcpyHostToDevice));
+          std::vector<double> w;
+          if (!a.sample_weight.empty())
+            w.assign(a.sample_weight.begin() + s.begin, a.sample_weight.begin() + s.begin + s.count);
+          const kmeans::Params& pr = r == 0 ? p : quiet;  // rank 0 reports for all
+          const CudaStream stream;
+          Context ctx(stream);
+          results[u] = kmeans::fit_distributed<T>(ctx, *comm, shard.data(), s.count, n, s.begin, d, pr,
+                                                  r == 0 ? initial : std::vector<T>{}, w);
+        },
+        abort_all);
+  }
+  kmeans::DistributedResult<T>& best = results[0];
+  std::vector<std::int32_t> labels;
+  labels.reserve(static_cast<std::size_t>(n));
+  for (const auto& r : results) labels.insert(labels.end(), r.labels.begin(), r.labels.end());
+  nb::dict out;
+  out["cluster_centers"] = to_numpy(std::move(best.centroids), {std::size_t(best.k), std::size_t(best.d)});
+  out["labels"] = to_numpy(std::move(labels), {static_cast<std::size_t>(n)});
+  out["inertia"] = best.inertia;
+  out["n_iter"] = best.n_iter;
+  out["converged"] = best.converged;
+  out["column_copy"] = best.column_copy;
+  out["seed"] = best.seed;
+  out["init_ms"] = best.timing.init_ms;
+  out["iteration_ms"] = best.timing.iteration_ms;
+  out["distances_ms"] = best.timing.distances_iteration_ms;
+  out["argmin_ms"] = best.timing.argmin_iteration_ms;
+  out["update_ms"] = best.timing.update_iteration_ms;
+  out["allreduce_ms"] = best.allreduce_iteration_ms;
+  out["communicator"] = best.communicator;
   return out;
 }
 
@@ -234,6 +344,24 @@ void bind_kmeans(nb::module_& m) {
       "Lloyd K-means, n_init runs from seed, the lowest inertia kept; sample_weight empty or n weights. Host data "
       "streams through the GPU (fit_host) when max_gpu_memory > 0 or when it does not fit. Returns a dict of the "
       "result ('stream': the stream report, or None).");
+  m.def(
+      "kmeans_fit_devices",
+      [](const Matrix& x, const std::vector<int>& devices, int k, const std::string& init,
+         std::optional<Matrix> init_centroids, int max_iter, double tol, std::uint64_t seed, int n_init,
+         const std::string& backend, bool column_copy, bool stop_when_stable, const std::string& math,
+         std::optional<Weights> sample_weight, nb::object progress) {
+        std::vector<double> weights;
+        if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
+        const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
+                        stop_when_stable, math_from_name(math), std::move(weights), std::move(progress)};
+        return by_dtype(x, [&](auto t) { return fit_devices<typename decltype(t)::type>(x, a, devices); });
+      },
+      nb::arg("x").noconvert(), nb::arg("devices"), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(),
+      nb::arg("max_iter"), nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"),
+      nb::arg("column_copy"), nb::arg("stop_when_stable"), nb::arg("math"), nb::arg("sample_weight").none(),
+      nb::arg("progress").none(),
+      "kmeans_fit over several CUDA devices of this process (x on the host, split by rows; NCCL between the "
+      "devices when built with it): the result of one device, for any number. Returns a dict of the result.");
   m.def(
       "kmeans_predict",
       [](const Matrix& x, const Matrix& centroids, const std::string& backend, const std::string& math) {

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace skinny::apps {
 namespace {
@@ -173,6 +175,40 @@ TEST(MatrixIo, FormatsFromExtensionsAndAtomicWrites) {
   std::remove(path.c_str());
   EXPECT_NE(std::string::npos, error_of([&] { read_matrix<float>("/nonexistent/x.npy"); }).find("cannot open"));
   EXPECT_THROW(write_matrix("/nonexistent-dir/x.npy", v, 1, 2), std::runtime_error);
+}
+
+/// One MPI rank's rows: a .npy (float64, converted), a CSV and a raw file give the same rows as the whole
+/// file does, and the shape comes from the header alone.
+TEST(MatrixIo, RowRangesOfEveryFormatAreThoseRowsOfTheWholeFile) {
+  const std::int64_t rows = 11, cols = 3;
+  std::vector<double> v(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5 * double(i) - 3;
+  const std::string base = ::testing::TempDir() + "skinny_matrix_rows_test";
+  write_matrix(base + ".npy", v.data(), rows, cols);
+  write_matrix(base + ".csv", v.data(), rows, cols);
+  {
+    std::ofstream raw(base + ".bin", std::ios::binary);
+    raw.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(double)));
+  }
+  ReadOptions ro;
+  ro.raw_cols = cols;
+  ro.raw_type = RawType::f64;
+  for (const std::string ext : {".npy", ".csv", ".bin"}) {
+    const std::string path = base + ext;
+    const MatrixShape shape = read_matrix_shape(path, ro);
+    EXPECT_EQ(shape.rows, rows) << ext;
+    EXPECT_EQ(shape.cols, cols) << ext;
+    for (const auto& [begin, count] : {std::pair<std::int64_t, std::int64_t>{0, 4}, {4, 4}, {8, 3}, {10, 1}}) {
+      const HostData<float> part = read_matrix_rows<float>(path, ro, begin, count);
+      ASSERT_EQ(part.rows, count) << ext;
+      ASSERT_EQ(part.cols, cols) << ext;
+      for (std::int64_t i = 0; i < count * cols; ++i)
+        EXPECT_EQ(part.values[static_cast<std::size_t>(i)], float(v[static_cast<std::size_t>(begin * cols + i)])) << ext;
+    }
+    EXPECT_NE(std::string::npos, error_of([&] { read_matrix_rows<float>(path, ro, 9, 3); }).find("outside its 11 rows"))
+        << ext;
+    std::remove(path.c_str());
+  }
 }
 
 }  // namespace

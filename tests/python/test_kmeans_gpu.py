@@ -337,3 +337,41 @@ def test_torch_bfloat16_tensors_fit_on_the_gpu():
     b = skinny.KMeans(k, init=init).fit(x32)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("devices", [0, [0]])
+def test_one_device_in_devices_gives_the_one_gpu_result(dtype, devices):
+    X, _ = sklearn_datasets.make_blobs(n_samples=3000, centers=5, n_features=9, random_state=2)
+    X = X.astype(dtype)
+    w = np.random.RandomState(1).uniform(0.5, 2.0, len(X))
+    for init in ("k-means++", "random", X[:5]):
+        plain = skinny.KMeans(5, init=init, random_state=4).fit(X, sample_weight=w)
+        multi = skinny.KMeans(5, init=init, random_state=4, devices=devices).fit(X, sample_weight=w)
+        np.testing.assert_array_equal(multi.labels_, plain.labels_)
+        np.testing.assert_array_equal(multi.cluster_centers_, plain.cluster_centers_)
+        assert multi.n_iter_ == plain.n_iter_
+        assert multi.inertia_ == pytest.approx(plain.inertia_, rel=1e-12)
+        assert len(multi.allreduce_ms_) == multi.n_iter_
+
+
+@pytest.mark.gpu
+def test_several_devices_give_the_one_device_result():
+    n = skinny.device_count()
+    if n < 2:
+        pytest.skip(f"needs 2 GPUs, this machine has {n}")
+    X, _ = sklearn_datasets.make_blobs(n_samples=20000, centers=200, n_features=32, random_state=3)
+    X = X.astype(np.float32)
+    one = skinny.KMeans(200, init="random", random_state=1, max_iter=20, devices=[0]).fit(X)
+    for count in sorted({2, n}):
+        many = skinny.KMeans(200, init="random", random_state=1, max_iter=20, devices=list(range(count))).fit(X)
+        np.testing.assert_array_equal(many.labels_, one.labels_)
+        np.testing.assert_array_equal(many.cluster_centers_, one.cluster_centers_)
+        assert many.inertia_ == one.inertia_
+
+
+@pytest.mark.gpu
+def test_devices_that_do_not_exist_are_value_errors():
+    with pytest.raises(ValueError, match="do not exist"):
+        skinny.KMeans(2, devices=[skinny.device_count()]).fit(np.random.rand(10, 2))

@@ -196,3 +196,11 @@ def test_gemm_refuses_host_arrays_and_unknown_algorithms():
         skinny.gemm(a, a.T.copy())
     with pytest.raises(ValueError, match="valid algorithms: auto, cublas"):
         skinny.gemm(a, a.T.copy(), algo="fastest")
+
+
+@pytest.mark.parametrize("devices, match", [([], "at least one"), ([0, 0], "twice"), ([-1], ">= 0"),
+                                            (["0"], ">= 0"), ([0.5], ">= 0"), ("0", "sequence"),
+                                            (1.5, "sequence"), ([True], ">= 0")])
+def test_bad_devices_are_value_errors_before_any_gpu_work(devices, match):
+    with pytest.raises(ValueError, match=match):
+        skinny.KMeans(2, devices=devices).fit(X)

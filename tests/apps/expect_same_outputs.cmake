@@ -1,0 +1,27 @@
+# Runs one program twice, as FIRST and as SECOND (each a ;-list: the command and its arguments, e.g. the
+# second under mpirun), and checks that the files OUTPUTS_FIRST[i] and OUTPUTS_SECOND[i] are the same
+# bytes (labels and centroids of a one-GPU fit against a multi-rank one). Exit 77 of the first run (no
+# CUDA device) prints SKIPPED, which CTest reports as skipped.
+execute_process(COMMAND ${FIRST} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 77)
+  message("SKIPPED: ${err}")
+  return()
+endif()
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "first run: exit ${rc}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+execute_process(COMMAND ${SECOND} RESULT_VARIABLE rc OUTPUT_VARIABLE out2 ERROR_VARIABLE err2)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "second run: exit ${rc}\nstdout:\n${out2}\nstderr:\n${err2}")
+endif()
+list(LENGTH OUTPUTS_FIRST count)
+math(EXPR last "${count} - 1")
+foreach(i RANGE ${last})
+  list(GET OUTPUTS_FIRST ${i} a)
+  list(GET OUTPUTS_SECOND ${i} b)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${a}" "${b}" RESULT_VARIABLE differ)
+  if(differ)
+    message(FATAL_ERROR "${a} and ${b} differ\nfirst run:\n${out}\nsecond run:\n${out2}")
+  endif()
+endforeach()
+message(STATUS "same outputs\nfirst run:\n${out}\nsecond run:\n${out2}")
