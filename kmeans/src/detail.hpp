@@ -88,6 +88,30 @@ template <class T>
 void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
             T* mindist, int* counts, cudaStream_t stream);
 
+/// One Lloyd iteration's GPU times, ms.
+struct IterationTimes {
+  double distances = 0, argmin = 0, update = 0, total = 0;
+};
+
+/// The end of Lloyd iteration `it` (1-based), the same for every driver (fit, fit_host,
+/// fit_distributed): records its times and the iteration count in r, reports progress, and returns
+/// whether the run stops, setting r.converged: no label changed since the previous iteration (strict
+/// convergence, when p.stop_when_stable; never at iteration 1, whose labels have nothing before them:
+/// `changed` is then ignored), or the squared centroid shift <= tol_scaled (when p.tol > 0).
+template <class C>
+bool end_iteration(Result<C>& r, const Params& p, int it, const IterationTimes& t, double inertia, double shift,
+                   unsigned long long changed, double tol_scaled) {
+  r.timing.distances_iteration_ms.push_back(t.distances);
+  r.timing.argmin_iteration_ms.push_back(t.argmin);
+  r.timing.update_iteration_ms.push_back(t.update);
+  r.timing.iteration_ms.push_back(t.total);
+  r.n_iter = it;
+  if (p.progress) p.progress(IterationInfo{it, inertia, shift, t.total});
+  const bool stable = it > 1 && changed == 0;
+  r.converged = (p.stop_when_stable && stable) || (p.tol > 0 && shift <= tol_scaled);
+  return r.converged;
+}
+
 /// Most clusters few_nearest takes.
 constexpr std::int64_t kFewClustersMax = 32;
 /// For k <= kFewClustersMax: labels, mindist (clamped at 0) and counts += of the n points of X (float or

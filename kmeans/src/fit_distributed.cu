@@ -253,19 +253,10 @@ class DistributedLloyd {
       const u64 changed = small_host_[2];
       std::swap(c_, c_next_);
       const auto [gemm_ms, argmin_ms] = assign_->phase_ms();
-      const double iteration_ms = stop.ms_since(start);
-      result.timing.distances_iteration_ms.push_back(gemm_ms);
-      result.timing.argmin_iteration_ms.push_back(argmin_ms);
-      result.timing.update_iteration_ms.push_back(stop.ms_since(update_start));
-      result.timing.iteration_ms.push_back(iteration_ms);
+      const detail::IterationTimes times{gemm_ms, argmin_ms, stop.ms_since(update_start), stop.ms_since(start)};
       result.allreduce_iteration_ms.push_back(comm_mid.ms_since(comm_start) + comm_end.ms_since(sums_start));
-      result.n_iter = it;
-      if (params_.progress) params_.progress(IterationInfo{it, inertia, shift, iteration_ms});
-      const bool stable = it > 1 && changed == 0;  // the same on every rank: the count is global
-      if ((params_.stop_when_stable && stable) || (params_.tol > 0 && shift <= tol_scaled_)) {
-        result.converged = true;
-        break;
-      }
+      // `changed` is the same on every rank (the count is global), and so is the decision.
+      if (detail::end_iteration(result, params_, it, times, inertia, shift, changed, tol_scaled_)) break;
     }
     // As fit: labels and inertia of the centroids returned, the inertia from direct differences.
     assign();

@@ -322,18 +322,9 @@ class Lloyd {
       const double inertia = inertia_sum_.value();
       std::swap(c_, c_next_);
       const auto [gemm_ms, argmin_ms] = assign_.phase_ms();
-      const double iteration_ms = stop.ms_since(start);
-      result.timing.distances_iteration_ms.push_back(gemm_ms);
-      result.timing.argmin_iteration_ms.push_back(argmin_ms);
-      result.timing.update_iteration_ms.push_back(stop.ms_since(update_start));
-      result.timing.iteration_ms.push_back(iteration_ms);
-      result.n_iter = it;
-      if (params_.progress) params_.progress(IterationInfo{it, inertia, shift, iteration_ms});
-      const bool stable = it > 1 && changed_host_[0] == 0;  // the empty-cluster moves change labels too
-      if ((params_.stop_when_stable && stable) || (params_.tol > 0 && shift <= tol_scaled_)) {
-        result.converged = true;
-        break;
-      }
+      const detail::IterationTimes times{gemm_ms, argmin_ms, stop.ms_since(update_start), stop.ms_since(start)};
+      // changed_host_ counts the empty-cluster moves of the iteration before too: they change labels.
+      if (detail::end_iteration(result, params_, it, times, inertia, shift, changed_host_[0], tol_scaled_)) break;
     }
     // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the
     // inertia from direct differences, whatever precision the assignment's distances had.

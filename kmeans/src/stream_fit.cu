@@ -173,23 +173,15 @@ class StreamLloyd {
         sums_ms += ev[3]->ms_since(*ev[2]);
       }
       const double iteration_ms = stop.ms_since(start);
-      result.timing.distances_iteration_ms.push_back(distances_ms);
-      result.timing.argmin_iteration_ms.push_back(bookkeeping_ms);
-      result.timing.update_iteration_ms.push_back(sums_ms + stop.ms_since(update_start));
-      result.timing.iteration_ms.push_back(iteration_ms);
       const double copy_ms = stream_.last_copy_ms();
       const double bytes = static_cast<double>(stream_.last_bytes());
       result.stream.h2d_bytes_per_iteration = stream_.last_bytes();
       result.stream.copy_ms.push_back(copy_ms);
       result.stream.h2d_gbs.push_back(copy_ms > 0 ? bytes / (copy_ms * 1e6) : 0.0);
       result.stream.stream_gbs.push_back(iteration_ms > 0 ? bytes / (iteration_ms * 1e6) : 0.0);
-      result.n_iter = it;
-      if (params_.progress) params_.progress(IterationInfo{it, inertia, shift, iteration_ms});
-      const bool stable = it > 1 && changed_host_[0] == 0;  // the empty-cluster moves change labels too
-      if ((params_.stop_when_stable && stable) || (params_.tol > 0 && shift <= tol_scaled_)) {
-        result.converged = true;
-        break;
-      }
+      const detail::IterationTimes times{distances_ms, bookkeeping_ms, sums_ms + stop.ms_since(update_start),
+                                         iteration_ms};
+      if (detail::end_iteration(result, params_, it, times, inertia, shift, changed_host_[0], tol_scaled_)) break;
     }
 
     // Labels and inertia for the centroids returned, the inertia from direct differences (as fit).

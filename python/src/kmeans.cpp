@@ -108,6 +108,26 @@ kmeans::Params params_of(const FitArgs& a) {
   return p;
 }
 
+/// A fit's result as the dict the Python layer reads (labels: all n of them; the centroids move out of r).
+template <class C>
+nb::dict result_dict(kmeans::Result<C>& r, std::vector<std::int32_t> labels) {
+  nb::dict out;
+  const std::size_t n = labels.size();
+  out["cluster_centers"] = to_numpy(std::move(r.centroids), {std::size_t(r.k), std::size_t(r.d)});
+  out["labels"] = to_numpy(std::move(labels), {n});
+  out["inertia"] = r.inertia;
+  out["n_iter"] = r.n_iter;
+  out["converged"] = r.converged;
+  out["column_copy"] = r.column_copy;
+  out["seed"] = r.seed;
+  out["init_ms"] = r.timing.init_ms;
+  out["iteration_ms"] = r.timing.iteration_ms;
+  out["distances_ms"] = r.timing.distances_iteration_ms;
+  out["argmin_ms"] = r.timing.argmin_iteration_ms;
+  out["update_ms"] = r.timing.update_iteration_ms;
+  return out;
+}
+
 template <class T>
 nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
   const kmeans::Params p = params_of(a);
@@ -139,20 +159,7 @@ nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
       best = kmeans::fit<T>(ctx, dx.data(), dx.rows, dx.cols, p, initial, a.sample_weight);
     }
   }
-  nb::dict out;
-  const auto n = static_cast<std::size_t>(best.labels.size());
-  out["cluster_centers"] = to_numpy(std::move(best.centroids), {std::size_t(best.k), std::size_t(best.d)});
-  out["labels"] = to_numpy(std::move(best.labels), {n});
-  out["inertia"] = best.inertia;
-  out["n_iter"] = best.n_iter;
-  out["converged"] = best.converged;
-  out["column_copy"] = best.column_copy;
-  out["seed"] = best.seed;
-  out["init_ms"] = best.timing.init_ms;
-  out["iteration_ms"] = best.timing.iteration_ms;
-  out["distances_ms"] = best.timing.distances_iteration_ms;
-  out["argmin_ms"] = best.timing.argmin_iteration_ms;
-  out["update_ms"] = best.timing.update_iteration_ms;
+  nb::dict out = result_dict(best, std::move(best.labels));
   out["stream"] = report ? nb::object(report_dict(*report)) : nb::none();
   return out;
 }
@@ -235,19 +242,7 @@ nb::dict fit_devices(const Matrix& x, const FitArgs& a, const std::vector<int>& 
   std::vector<std::int32_t> labels;
   labels.reserve(static_cast<std::size_t>(n));
   for (const auto& r : results) labels.insert(labels.end(), r.labels.begin(), r.labels.end());
-  nb::dict out;
-  out["cluster_centers"] = to_numpy(std::move(best.centroids), {std::size_t(best.k), std::size_t(best.d)});
-  out["labels"] = to_numpy(std::move(labels), {static_cast<std::size_t>(n)});
-  out["inertia"] = best.inertia;
-  out["n_iter"] = best.n_iter;
-  out["converged"] = best.converged;
-  out["column_copy"] = best.column_copy;
-  out["seed"] = best.seed;
-  out["init_ms"] = best.timing.init_ms;
-  out["iteration_ms"] = best.timing.iteration_ms;
-  out["distances_ms"] = best.timing.distances_iteration_ms;
-  out["argmin_ms"] = best.timing.argmin_iteration_ms;
-  out["update_ms"] = best.timing.update_iteration_ms;
+  nb::dict out = result_dict(best, std::move(labels));
   out["allreduce_ms"] = best.allreduce_iteration_ms;
   out["communicator"] = best.communicator;
   return out;

@@ -6,6 +6,7 @@
 #include "../../kmeans/src/detail.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/random_matrix.hpp"
+#include "support/relative_difference.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,20 +20,11 @@
 namespace skinny::kmeans {
 namespace {
 
+using testing::relative_difference;
 using testing::shared_context;
 
 class KmeansGpu : public testing::GpuTest {};
 
-/// Norm-wise relative distance between two centroid sets.
-template <class T>
-double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
-  double diff = 0, ref = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
-    ref += double(b[i]) * double(b[i]);
-  }
-  return std::sqrt(diff / ref);
-}
 
 template <class T>
 std::vector<T> first_points(const std::vector<T>& x, std::int64_t k, std::int64_t d) {

@@ -11,6 +11,7 @@
 #include "../../kmeans/src/detail.hpp"
 #include "../../kmeans/src/stream_plan.hpp"
 #include "support/gpu_fixture.hpp"
+#include "support/relative_difference.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,7 @@
 namespace skinny::kmeans {
 namespace {
 
+using testing::relative_difference;
 using testing::shared_context;
 
 class StreamGpu : public testing::GpuTest {};
@@ -79,15 +81,6 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-template <class T>
-double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
-  double diff = 0, ref = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
-    ref += double(b[i]) * double(b[i]);
-  }
-  return std::sqrt(diff / ref);
-}
 
 /// fit on the device and fit_host with `options`: the same labels, and the same centroids bit for bit
 /// (`identical`) or within 1e-6 norm-wise. Returns the streamed result.
