@@ -86,6 +86,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         arrays stayed on the GPU, the GPU memory budget and plan, the bytes copied to the GPU per iteration
         and the throughput of each iteration's copies (``h2d_gbs``, GB/s) and of the iteration as a whole
         (``stream_gbs``); None when X was fitted on the GPU whole (not in scikit-learn).
+    transfer_report_ : dict or None
+        For NumPy input copied to the GPU whole: the ``bytes`` copied, the copy's wall time ``ms`` and its
+        throughput ``gbs`` (GB/s; from pageable memory, so below the link's pinned rate). Not part of
+        ``iteration_ms_``: it is paid once per fit. None for CUDA arrays (used in place), streamed fits
+        (see ``stream_report_``) and fits over several devices (not in scikit-learn).
     allreduce_ms_ : ndarray (n_iter_,)
         With ``devices``: GPU time of each iteration's collectives between the devices (not in scikit-learn).
 
@@ -157,8 +162,13 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.n_iter_ = int(result["n_iter"])
         self.n_features_in_ = int(n_features)
         self.iteration_ms_ = np.asarray(result["iteration_ms"], dtype=np.float64)
-        self.stream_report_ = result["stream"]
+        self.stream_report_ = result.get("stream")
+        self.transfer_report_ = result.get("transfer")
         if self.verbose:
+            if self.transfer_report_ is not None:
+                t = self.transfer_report_
+                print(f"skinny.KMeans: copied X to the GPU: {t['bytes'] / 1e6:.1f} MB in {t['ms']:.1f} ms "
+                      f"({t['gbs']:.1f} GB/s)")
             state = "converged" if result["converged"] else "stopped at max_iter"
             print(f"skinny.KMeans: {state} after {self.n_iter_} iterations, inertia {self.inertia_:.6e}")
         return self

@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
@@ -70,7 +71,8 @@ class DeviceScope {
   int previous_ = 0;
 };
 
-/// The rows x cols matrix on the device: the CUDA array itself (no copy), or a copy of a host array.
+/// The rows x cols matrix on the device: the CUDA array itself (no copy), or a copy of a host array
+/// (timed: users of NumPy input pay for it, so fit reports it).
 template <class T>
 class DeviceMatrix {
  public:
@@ -82,16 +84,23 @@ class DeviceMatrix {
       data_ = static_cast<const T*>(a.data());
     } else {
       copy_ = DeviceBuffer<T>(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+      const auto start = std::chrono::steady_clock::now();
+      // Synchronous from pageable memory: the wall time is the time the user waits for the copy.
       SKINNY_CUDA_TRY(cudaMemcpy(copy_.data(), a.data(), copy_.bytes(), cudaMemcpyHostToDevice));
+      copy_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       data_ = copy_.data();
     }
   }
   const T* data() const noexcept { return data_; }
+  /// Bytes copied from the host (0 for a CUDA array) and the copy's wall time in milliseconds.
+  std::size_t copied_bytes() const noexcept { return copy_.bytes(); }
+  double copy_ms() const noexcept { return copy_ms_; }
   const std::int64_t rows, cols;
 
  private:
   DeviceBuffer<T> copy_;
   const T* data_ = nullptr;
+  double copy_ms_ = 0;
 };
 
 /// A rows x cols matrix the device writes: the CUDA array itself, or for a host array a device copy (with

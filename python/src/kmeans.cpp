@@ -137,6 +137,8 @@ nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
   DeviceScope scope(x);
   kmeans::Result<C> best;
   std::optional<kmeans::StreamReport> report;
+  std::size_t copied_bytes = 0;  // host data copied to the device whole, and the copy's time
+  double copy_ms = 0;
   {
     nb::gil_scoped_release no_gil;
     Context ctx;  // the legacy default stream: ordered after the work of CuPy's and PyTorch's default streams
@@ -156,11 +158,22 @@ nb::dict fit(const ConstMatrix& x, const FitArgs& a) {
     }
     if (!streamed) {
       const DeviceMatrix<T> dx(x);  // one copy of host data for all the restarts
+      copied_bytes = dx.copied_bytes();
+      copy_ms = dx.copy_ms();
       best = kmeans::fit<T>(ctx, dx.data(), dx.rows, dx.cols, p, initial, a.sample_weight);
     }
   }
   nb::dict out = result_dict(best, std::move(best.labels));
   out["stream"] = report ? nb::object(report_dict(*report)) : nb::none();
+  if (copied_bytes > 0) {
+    nb::dict transfer;
+    transfer["bytes"] = copied_bytes;
+    transfer["ms"] = copy_ms;
+    transfer["gbs"] = copy_ms > 0 ? double(copied_bytes) / (copy_ms * 1e6) : 0.0;
+    out["transfer"] = transfer;
+  } else {
+    out["transfer"] = nb::none();
+  }
   return out;
 }
 

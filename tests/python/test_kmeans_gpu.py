@@ -191,6 +191,19 @@ def test_verbose_prints_each_iteration(capsys):
     assert out.count("Iteration ") == km.n_iter_
 
 
+def test_numpy_input_reports_its_copy_to_the_gpu(capsys):
+    X, k = dataset("digits", np.float32)
+    km = skinny.KMeans(k, random_state=0, verbose=True).fit(X)
+    report = km.transfer_report_
+    assert report["bytes"] == X.nbytes and report["ms"] > 0
+    assert report["gbs"] == pytest.approx(X.nbytes / (report["ms"] * 1e6))
+    assert "copied X to the GPU" in capsys.readouterr().out
+    torch = pytest.importorskip("torch")
+    on_gpu = skinny.KMeans(k, random_state=0).fit(torch.from_numpy(X).cuda())
+    assert on_gpu.transfer_report_ is None  # used in place
+    np.testing.assert_array_equal(on_gpu.labels_, km.labels_)
+
+
 def test_non_uniform_float_dtypes_are_converted():
     X, k = dataset("iris")
     km = skinny.KMeans(k, random_state=0).fit(X.astype(np.float16))
@@ -227,10 +240,11 @@ def test_streamed_fit_equals_the_in_memory_fit(tmp_path, k, same_bits):
     # Without the column-major copy: the streamed chunks read rows, and the GEMM path gives the same
     # bits only for the same GEMMs.
     ref = skinny.KMeans(k, init="random", random_state=0, column_copy=False).fit(X)
-    assert ref.stream_report_ is None
+    assert ref.stream_report_ is None and ref.transfer_report_["bytes"] == X.nbytes
     km = skinny.KMeans(k, init="random", random_state=0, max_gpu_memory="96M").fit(mapped)
     report = km.stream_report_
     assert report is not None and report["chunks"] > 1, report
+    assert km.transfer_report_ is None  # the copies are in the stream report
     assert report["budget_bytes"] <= 96 << 20 and report["planned_bytes"] <= report["budget_bytes"]
     if same_bits:
         np.testing.assert_array_equal(km.labels_, ref.labels_)
