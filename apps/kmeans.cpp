@@ -7,7 +7,9 @@
 //   kmeans --n 268435456 --d 32 --max-gpu-memory 8G     the streaming benchmark: 32 GiB of blobs in host memory
 //   kmeans --gpus 8 --n 16777216 --d 1024 --k 1024     one process, 8 GPUs (NCCL), rows split among them
 //   mpirun -n 16 kmeans --input points.npy --k 1024    a process per GPU, on one host or several
+//   kmeans --n 262144 --k 16 --protect --campaign 2000  fault tolerance: 2000 fits with one injected fault each
 #include "kmeans_distributed.hpp"
+#include "kmeans_protect.hpp"
 
 #include "common/app_main.hpp"
 #include "common/device_data.hpp"
@@ -68,6 +70,12 @@ struct KmeansOptions {
   int gpus = 1;                   ///< GPUs of this process (several: the rows split among them)
   int ranks = 0;                  ///< ranks as threads on those GPUs (0: one per GPU)
   std::string comm = "auto";      ///< how the ranks add up their sums
+  bool protect = false;           ///< checksums on the distances and the centroid sums
+  std::string inject;             ///< distances or sums: one fault in one fit; empty: none
+  int inject_iteration = 1;
+  std::uint64_t inject_seed = 0;
+  int campaign = 0;               ///< trials of the fault campaign; 0: none
+  std::string campaign_targets = "both";
   const MpiSession* mpi = nullptr;  ///< set when started by mpirun: this process is one rank
   CommonOptions common;
   /// Whether this run splits the rows among ranks (several GPUs, simulated ranks, or an MPI run).
@@ -152,6 +160,24 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_flag("--progress", o.progress,
                "Print a line per iteration (inertia, centroid shift, time) and per initialisation step (k-means|| "
                "round, every 256 centres of k-means++ or of the k-means|| reduction)");
+  const std::string ft = "Fault tolerance (one GPU)";
+  app.add_flag("--protect", o.protect,
+               "Verify every point's distances against a checksum centroid computed in the same GEMM (recompute a "
+               "chunk that fails) and the centroid sums against X's column totals, exactly (recompute on a mismatch)")
+      ->group(ft);
+  app.add_option("--inject", o.inject, "Inject one fault into this fit (needs --protect): a bit of a cross term, or of "
+                                       "a centroid-sum word")
+      ->check(CLI::IsMember({"distances", "sums"}))->group(ft);
+  app.add_option("--inject-iteration", o.inject_iteration, "The Lloyd iteration of --inject")
+      ->check(CLI::Range(1, 1000000))->capture_default_str()->group(ft);
+  app.add_option("--inject-seed", o.inject_seed, "Draws the fault's chunk, element and bit")->capture_default_str()->group(ft);
+  app.add_option("--campaign", o.campaign,
+                 "Fault campaign (needs --protect): this many fits with one fault each (random iteration, element, "
+                 "bit; seeded by --inject-seed), compared with the fault-free fit: detected / corrected / missed")
+      ->check(CLI::Range(0, 1000000))->capture_default_str()->group(ft);
+  app.add_option("--campaign-targets", o.campaign_targets, "What the campaign's faults hit: distances, sums, or both "
+                                                           "(alternating)")
+      ->check(CLI::IsMember({"distances", "sums", "both"}))->capture_default_str()->group(ft);
   const std::string multi = "Several GPUs (exact: the same result for any number)";
   app.add_option("--gpus", o.gpus,
                  "GPUs of this process, --device onwards, a thread each; the rows are split among them and their "
@@ -225,6 +251,11 @@ Input<T> read_input(KmeansOptions& o) {
       o.d = in.mapped ? in.mapped->cols() : in.data->cols;
     }
   }
+  if ((!o.inject.empty() || o.campaign > 0) && !o.protect)
+    throw std::invalid_argument("--inject and --campaign need --protect (the faults would go unseen)");
+  if (o.protect && (o.distributed() || !o.predict.empty() || o.compare || !o.max_gpu_memory_text.empty()))
+    throw std::invalid_argument("--protect runs a fit on one GPU with X in its memory; it takes no --gpus, --ranks, "
+                                "--comm, mpirun, --predict, --compare or --max-gpu-memory");
   if (o.distributed() && (!o.predict.empty() || o.compare))
     throw std::invalid_argument("--predict and --compare run on one GPU; give no --gpus, --ranks, --comm or mpirun");
   if (!o.predict.empty()) {
@@ -281,6 +312,8 @@ kmeans::Params params_of(const KmeansOptions& o, bool synthetic) {
   p.math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
   // Synthetic data runs all --iters (a steady median time per iteration) unless --tol is given.
   p.stop_when_stable = !synthetic || o.tol_given;
+  p.protect = o.protect;
+  if (!o.inject.empty()) p.inject = {fault_target_from_name(o.inject), o.inject_iteration, o.inject_seed};
   return p;
 }
 
@@ -568,6 +601,13 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
     r = kmeans::fit<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights);
   }
   const Run main_run = summarise(o.backend, r);
+  std::optional<CampaignResult> campaign;
+  if (o.campaign > 0) {
+    if constexpr (!sixteen_bit)
+      if (streamed) throw std::invalid_argument("--campaign needs X in GPU memory");
+    campaign = run_campaign<T>(ctx, x.data(), o.n, o.d, p, in.initial, in.weights,
+                               CampaignOptions{o.campaign, o.campaign_targets, o.inject_seed});
+  }
 
   std::vector<Run> compared;
   if (o.compare) {
@@ -610,6 +650,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
               "loads the kernels)\n",
               r.timing.init_ms, o.init_centroids.empty() ? init_description(o).c_str() : "given centroids",
               r.column_copy ? ", column-major copy of X" : "", r.timing.setup_ms);
+  print_protection(r.protection);
+  if (campaign) print_campaign(*campaign);
   double percent_of_ceiling = 0;
   if (report) {
     const kmeans::StreamPlan& plan = report->plan;
@@ -667,6 +709,8 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
         .field("column_copy", r.column_copy);
     if (synthetic) json.field("adjusted_rand_index", ari);
     json.field("streamed", report.has_value());
+    write_protection(json, r.protection);
+    if (campaign) write_campaign(json, *campaign);
     if (report) {
       const kmeans::StreamPlan& plan = report->plan;
       json.key("stream").begin_object();

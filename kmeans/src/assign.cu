@@ -1,6 +1,7 @@
 // Norms, the fused argmin + inertia + counts of the assignment step, and small reductions.
 #include "detail.hpp"
 #include "element.cuh"
+#include "protect.hpp"
 
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
@@ -98,14 +99,15 @@ __global__ void add_pieces_kernel(const double* __restrict__ part, std::int64_t 
   out[j] = s * scale;
 }
 
-/// One warp: the nearest centroid of point `row`.
+/// One warp: the nearest centroid of point `row`, whose k cross terms start at g + row * ldg; counts
+/// += 1 for it unless counts is null.
 template <class T>
-__device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t row, std::int64_t k,
+__device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t ldg, std::int64_t row, std::int64_t k,
                                            const T* __restrict__ xnorm, const T* __restrict__ cnorm,
                                            std::int32_t* __restrict__ labels, T* __restrict__ mindist, int* counts,
                                            int lane) {
   const T xn = xnorm[row];
-  const T* gr = g + row * k;
+  const T* gr = g + row * ldg;
   T best = T(0);
   int best_j = INT_MAX;
   for (std::int64_t j = lane; j < k; j += 32) {  // each lane sees increasing j: keeps its first minimum
@@ -126,7 +128,7 @@ __device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t
   if (lane == 0) {
     labels[row] = best_j;
     mindist[row] = best > T(0) ? best : T(0);
-    atomicAdd(counts + best_j, 1);
+    if (counts) atomicAdd(counts + best_j, 1);
   }
 }
 
@@ -158,9 +160,43 @@ __global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ 
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
        row += warps) {
-    argmin_row(g, row, k, xnorm, cnorm, labels, mindist, k <= kSharedCounts ? block_counts : counts, lane);
+    argmin_row(g, k, row, k, xnorm, cnorm, labels, mindist, k <= kSharedCounts ? block_counts : counts, lane);
   }
   flush_block_counts(block_counts, k, counts);
+}
+
+/// Protected assignment: one warp per point checks its k cross terms against the checksum term g[k] (x.s,
+/// s the sum of the centroids, from the same GEMM) within the point's bound, then finds its nearest
+/// centroid. A failed check adds 1 to *failures; passing checks raise *max_ratio (float bits of
+/// |difference| / bound, >= 0, so an integer max orders them and is deterministic).
+template <class T>
+__global__ void __launch_bounds__(kThreads) checked_argmin_kernel(const T* __restrict__ g, std::int64_t rows,
+                                                                  std::int64_t k, const T* __restrict__ xnorm,
+                                                                  const T* __restrict__ cnorm,
+                                                                  const double* __restrict__ centroid_scale,
+                                                                  double bound_factor, std::int32_t* __restrict__ labels,
+                                                                  T* __restrict__ mindist, int* __restrict__ failures,
+                                                                  unsigned* __restrict__ max_ratio) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  const double scale = *centroid_scale;
+  for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
+       row += warps) {
+    const T* gr = g + row * (k + 1);
+    double s = 0;
+    for (std::int64_t j = lane; j < k; j += 32) s += static_cast<double>(gr[j]);
+    s = warp_sum(s);
+    if (lane == 0) {
+      const double bound = distance_bound(static_cast<double>(xnorm[row]), scale, bound_factor);
+      const double ratio = fabs(s - static_cast<double>(gr[k])) / bound;
+      if (!(ratio <= 1)) {  // NaN and infinity fail too
+        atomicAdd(failures, 1);
+      } else {
+        atomicMax(max_ratio, __float_as_uint(static_cast<float>(ratio)));
+      }
+    }
+    argmin_row(g, k + 1, row, k, xnorm, cnorm, labels, mindist, static_cast<int*>(nullptr), lane);
+  }
 }
 
 /// Few centroids: one thread per point reads its k cross terms itself (no shuffles, no idle lanes).
@@ -323,6 +359,16 @@ void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const
   SKINNY_CHECK_LAUNCH();
 }
 
+template <class T>
+void checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm,
+                    const double* centroid_scale, double bound_factor, std::int32_t* labels, T* mindist, int* failures,
+                    unsigned* max_ratio, cudaStream_t stream) {
+  const unsigned blocks = std::min<unsigned>(blocks_for_warps(rows), static_cast<unsigned>(8 * multiprocessors()));
+  checked_argmin_kernel<<<blocks, kThreads, 0, stream>>>(g, rows, k, xnorm, cnorm, centroid_scale, bound_factor, labels,
+                                                         mindist, failures, max_ratio);
+  SKINNY_CHECK_LAUNCH();
+}
+
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream) {
   const int sms = multiprocessors();
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 2LL * sms));
@@ -384,6 +430,8 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
   template double mean_feature_variance(const T*, std::int64_t, std::int64_t, cudaStream_t);                    \
   template void argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, std::int32_t*, T*, int*,       \
                        cudaStream_t);                                                                           \
+  template void checked_argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, const double*, double,  \
+                               std::int32_t*, T*, int*, unsigned*, cudaStream_t);                               \
   template double sum(const T*, std::int64_t, cudaStream_t, const double*);                                     \
   template void sum_into(const T*, std::int64_t, double*, cudaStream_t, const double*);                         \
   template void min_distance_update(double*, const T*, std::int64_t, const T*, T, std::int64_t, bool, cudaStream_t); \

@@ -88,6 +88,16 @@ template <class T>
 void argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm, std::int32_t* labels,
             T* mindist, int* counts, cudaStream_t stream);
 
+/// argmin for Params::protect: g (rows x (k + 1), row-major) holds x.c for the k centroids and, in column k,
+/// x.s for their sum s. Each row's k terms must add up to its x.s within the row's bound (protect.hpp:
+/// distance_bound with *centroid_scale and bound_factor); a row that does not adds 1 to *failures, and
+/// *max_ratio (float bits) keeps the largest |difference| / bound of those that do. Labels and mindist as
+/// argmin; no counts (count_labels once the chunks are verified).
+template <class T>
+void checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm,
+                    const double* centroid_scale, double bound_factor, std::int32_t* labels, T* mindist, int* failures,
+                    unsigned* max_ratio, cudaStream_t stream);
+
 /// One Lloyd iteration's GPU times, ms.
 struct IterationTimes {
   double distances = 0, argmin = 0, update = 0, total = 0;

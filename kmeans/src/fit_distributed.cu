@@ -104,6 +104,7 @@ void check_local(const Communicator& comm, const T* x, std::int64_t n_local, std
     throw std::invalid_argument(who + "need 1 <= k <= n_total (got k = " + std::to_string(p.k) + ", n_total = " +
                                 std::to_string(n_total) + ")");
   detail::check_fit_params(p);
+  if (p.protect) throw std::invalid_argument(who + "protect is not available across GPUs yet; fit on one GPU");
   detail::check_distance_backend(x, n_local, d, p.k, p.backend);
   if (p.init == Init::given && (comm.rank() == 0 || !initial.empty())) detail::check_centroids(initial, p.k, d);
   if (!weights.empty() && static_cast<std::int64_t>(weights.size()) != n_local)

@@ -3,6 +3,7 @@
 #include "element.cuh"
 #include "init.hpp"
 #include "lloyd_hooks.hpp"
+#include "protect.hpp"
 
 #include <skinny/gemm/cuda_event.hpp>
 #include <skinny/gemm/device_buffer.hpp>
@@ -66,6 +67,11 @@ void check_shape(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gem
 }
 
 void check_params(const Params& p) {
+  if (p.inject.target != FaultTarget::none && !p.protect)
+    throw std::invalid_argument("kmeans: fault injection needs protect (the fault would go unseen)");
+  if (p.inject.target != FaultTarget::none && p.inject.iteration < 1)
+    throw std::invalid_argument("kmeans: the injection's iteration = " + std::to_string(p.inject.iteration) +
+                                " must be >= 1");
   if (p.max_iter < 1) throw std::invalid_argument("kmeans: max_iter = " + std::to_string(p.max_iter) + " must be >= 1");
   if (p.n_init < 1) throw std::invalid_argument("kmeans: n_init = " + std::to_string(p.n_init) + " must be >= 1");
   if (!(p.tol >= 0) || !std::isfinite(p.tol))
@@ -152,10 +158,18 @@ struct Assigner {
   std::vector<std::unique_ptr<CudaEvent>> events;
 
   bool few;  ///< through detail::few_nearest, over all points at once
+  /// Params::protect: the GEMM also computes the checksum term of each point, verified before the argmin.
+  std::unique_ptr<detail::DistanceGuard<C>> guard;
+  /// Set for the assignment that injects a fault (Params::inject); the report receives the fault and
+  /// every protected assignment's counts.
+  const FaultInjection* injection = nullptr;
+  ProtectionReport* report = nullptr;
 
-  Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m)
+  Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
+           bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
-        fused(fused_assignment(c, x_, n_, d_, k_, b, m)), few(few_clusters_assignment<T>(k_, b)) {
+        fused(!protect && fused_assignment(c, x_, n_, d_, k_, b, m)),
+        few(!protect && few_clusters_assignment<T>(k_, b)) {
     if (few) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
@@ -165,14 +179,34 @@ struct Assigner {
     } else {
       rows = fused ? n : chunk_rows(n, k, sizeof(C));
     }
-    if (!fused && !few) g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     const std::int64_t chunks = (n + rows - 1) / rows;
+    if (protect) {
+      guard = std::make_unique<detail::DistanceGuard<C>>(d, k, chunks);
+      g = DeviceBuffer<C>(static_cast<std::size_t>(rows * (k + 1)));
+    } else if (!fused && !few) {
+      g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
+    }
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) events.push_back(std::make_unique<CudaEvent>());
+  }
+
+  /// The chunk of `m` rows from r0 as the GEMM reads them: X itself, its column-major copy, or 16-bit rows
+  /// widened to float (queued here).
+  gemm::MatrixView<const C> chunk(std::int64_t r0, std::int64_t m) {
+    if constexpr (detail::is_16bit<T>) {
+      detail::widen_rows(x + r0 * d, m, d, wide.data(), ldw, ctx.stream());
+      return gemm::row_major<const C>(wide.data(), m, d, ldw);
+    } else {
+      return xt ? gemm::col_major<const C>(xt + r0, m, d, n) : gemm::row_major<const C>(x + r0 * d, m, d);
+    }
   }
 
   void run(const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels, C* mindist, int* counts) {
     const cudaStream_t stream = ctx.stream();
     SKINNY_CUDA_TRY(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(k) * sizeof(int), stream));
+    if (guard) {
+      run_protected(c, xnorm, cnorm, labels, mindist, counts);
+      return;
+    }
     if constexpr (!std::is_same_v<C, double>) {
       if (few) {  // distances, argmin and counts in one kernel: all of it counts as distances
         events[0]->record(stream);
@@ -186,14 +220,7 @@ struct Assigner {
     for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
       const std::int64_t m = std::min(rows, n - r0);
       events[e++]->record(stream);
-      // The chunk's rows as C: X itself, its column-major copy, or 16-bit rows widened.
-      gemm::MatrixView<const C> a = gemm::row_major<const C>(nullptr, m, d);
-      if constexpr (detail::is_16bit<T>) {
-        detail::widen_rows(x + r0 * d, m, d, wide.data(), ldw, stream);
-        a = gemm::row_major<const C>(wide.data(), m, d, ldw);
-      } else {
-        a = xt ? gemm::col_major<const C>(xt + r0, m, d, n) : gemm::row_major<const C>(x + r0 * d, m, d);
-      }
+      const gemm::MatrixView<const C> a = chunk(r0, m);
       if constexpr (!std::is_same_v<C, double>) {
         if (fused) {
           gemm::NearestArguments na;
@@ -220,6 +247,62 @@ struct Assigner {
     }
     events[e]->record(stream);
   }
+  /// The protected assignment: per chunk, the GEMM with the checksum centroid (k + 1 columns) and the
+  /// checked argmin; then the chunks whose check failed are computed again (a transient fault does not
+  /// repeat), and the counts come from the verified labels.
+  void run_protected(const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels, C* mindist, int* counts) {
+    const cudaStream_t stream = ctx.stream();
+    guard->prepare(c, cnorm, stream);
+    const std::int64_t chunks = (n + rows - 1) / rows;
+    const std::int64_t faulty_chunk =
+        injection ? static_cast<std::int64_t>(splitmix64(injection->seed) % static_cast<std::uint64_t>(chunks)) : -1;
+    std::size_t e = 0;
+    // Chunk ci; `timed`: between the events of its phases (a recomputation counts in the iteration only).
+    const auto compute = [&](std::int64_t ci, bool timed) {
+      const std::int64_t r0 = ci * rows, m = std::min(rows, n - r0);
+      if (timed) events[e++]->record(stream);
+      gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(guard->centroids(), d, k + 1), gemm::row_major(g.data(), m, k + 1)},
+                 backend);
+      if (timed && ci == faulty_chunk) inject(r0, m, xnorm);
+      if (timed) events[e++]->record(stream);
+      detail::checked_argmin(g.data(), m, k, xnorm + r0, cnorm, guard->centroid_scale(), guard->bound_factor(),
+                             labels + r0, mindist + r0, guard->failures(ci), guard->max_ratio(), stream);
+      if (report) report->rows_verified += m;
+    };
+    for (std::int64_t ci = 0; ci < chunks; ++ci) compute(ci, true);
+    const std::vector<std::int64_t> failed = guard->failed_chunks(stream);
+    if (!failed.empty()) {
+      if (report) {
+        report->distance_detections += static_cast<int>(failed.size());
+        if (std::find(failed.begin(), failed.end(), faulty_chunk) != failed.end()) report->detected = true;
+      }
+      for (const std::int64_t ci : failed) compute(ci, false);
+      if (!guard->failed_chunks(stream).empty())
+        throw std::runtime_error("kmeans: the distances of a chunk failed their checksum again when recomputed "
+                                 "(a persistent fault, not a transient one)");
+    }
+    if (report) report->max_clean_ratio = std::max(report->max_clean_ratio, guard->max_clean_ratio());
+    detail::count_labels(labels, n, k, counts, stream);
+    events[e]->record(stream);
+  }
+
+  /// Params::inject into the distances: one bit of one term (or checksum term) of the chunk at r0.
+  void inject(std::int64_t r0, std::int64_t m, const C* xnorm) {
+    const cudaStream_t stream = ctx.stream();
+    const detail::FlippedBit f = detail::flip_random_bit(g.data(), m * (k + 1), injection->seed, stream);
+    report->injected = true;
+    report->target = FaultTarget::distances;
+    report->row = r0 + f.index / (k + 1);
+    report->col = f.index % (k + 1);
+    report->bit = f.bit;
+    report->before = f.before;
+    report->after = f.after;
+    C x_sq = 0;
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(&x_sq, xnorm + report->row, sizeof x_sq, cudaMemcpyDeviceToHost, stream));
+    const double scale = guard->centroid_scale_now(stream);  // waits for the copy too
+    report->bound = detail::distance_bound(static_cast<double>(x_sq), scale, guard->bound_factor());
+  }
+
   /// GPU milliseconds of the last run in the GEMMs and in the argmins (waits for it).
   std::pair<double, double> phase_ms() const {
     double gemm_ms = 0, argmin_ms = 0;
@@ -255,7 +338,7 @@ class Lloyd {
         mindist_(static_cast<std::size_t>(n)), c_(static_cast<std::size_t>(k_ * d)), c_next_(static_cast<std::size_t>(k_ * d)),
         cnorm_(static_cast<std::size_t>(k_)), labels_(static_cast<std::size_t>(n)), prev_labels_(static_cast<std::size_t>(n)),
         counts_(static_cast<std::size_t>(k_)), changed_(1), changed_host_(1), weights_(sample_weight),
-        assign_(ctx, x, n, d, k_, params.backend, params.math), updater_(n, d, k_) {
+        assign_(ctx, x, n, d, k_, params.backend, params.math, params.protect), updater_(n, d, k_) {
     const cudaStream_t stream = ctx.stream();
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
     if (std::is_same_v<T, C> && params.column_copy && !assign_.fused && n >= kColumnCopyMinPoints &&
@@ -271,7 +354,9 @@ class Lloyd {
     }
     detail::row_sq_norms(x, n, d, xnorm_.data(), stream);
     tol_scaled_ = params.tol > 0 ? params.tol * detail::mean_feature_variance(x, n, d, stream) : 0.0;
-    updater_.set_scales(updater_.column_max_abs(x, n, weights(), stream), !sample_weight.empty());
+    const std::vector<double> max_abs = updater_.column_max_abs(x, n, weights(), stream);
+    updater_.set_scales(max_abs, !sample_weight.empty());
+    if (params.protect) sum_guard_ = std::make_unique<detail::SumGuard<T>>(x, n, d, max_abs, weights(), stream);
     stop.record(stream);
     shared_init_ms_ = stop.ms_since(start);
   }
@@ -283,6 +368,8 @@ class Lloyd {
     result.d = d_;
     result.seed = seed;
     result.column_copy = xt_.size() > 0;
+    result.protection.enabled = params_.protect;
+    assign_.report = &result.protection;
     CudaEvent start, stop;
     start.record(stream);
     if (params_.init == Init::given) {
@@ -307,7 +394,10 @@ class Lloyd {
       CudaEvent update_start;
       start.record(stream);
       std::swap(labels_, prev_labels_);
+      const bool faulty = params_.protect && params_.inject.iteration == it;
+      assign_.injection = faulty && params_.inject.target == FaultTarget::distances ? &params_.inject : nullptr;
       assign();
+      assign_.injection = nullptr;
       // The inertia and the changed labels come back with the update, which waits for the stream anyway.
       inertia_sum_.queue(mindist_.data(), n_, stream, weights());
       if (it > 1) {  // iteration 1's labels have nothing before them (the set-up's were for the same centroids)
@@ -316,8 +406,7 @@ class Lloyd {
         changed_host_.copy_from_device_async(changed_.data(), stream);
       }
       update_start.record(stream);
-      const double shift = updater_.update(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(),
-                                           c_next_.data(), stream);
+      const double shift = update(faulty && params_.inject.target == FaultTarget::sums, result.protection);
       stop.record(stream);
       const double inertia = inertia_sum_.value();
       std::swap(c_, c_next_);
@@ -333,6 +422,7 @@ class Lloyd {
     result.inertia = detail::sum(mindist_.data(), n_, stream, weights());
     result.labels = labels_.to_host();
     result.centroids = c_.to_host();
+    assign_.report = nullptr;
     return result;
   }
 
@@ -379,6 +469,40 @@ class Lloyd {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // the buffers go when this returns
     }
   }
+  /// The centroid update; with Params::protect, the sums verified against X's column totals before the
+  /// means use them, and accumulated again when they differ (after `inject_fault`, one bit flipped in them).
+  double update(bool inject_fault, ProtectionReport& report) {
+    const cudaStream_t stream = ctx_.stream();
+    if (!sum_guard_)
+      return updater_.update(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
+                             stream);
+    const auto accumulate = [&] {
+      updater_.begin(stream);
+      updater_.accumulate(x_, weights(), labels_.data(), n_, stream);
+    };
+    accumulate();
+    if (inject_fault) {
+      const detail::FlippedBit f = detail::flip_random_bit(updater_.sums(), updater_.sum_words(), params_.inject.seed, stream);
+      report.injected = true;
+      report.target = FaultTarget::sums;
+      report.row = f.index;
+      report.col = -1;
+      report.bit = f.bit;
+      report.before = f.before;
+      report.after = f.after;
+    }
+    if (!sum_guard_->matches(updater_, stream)) {
+      ++report.sum_detections;
+      if (inject_fault) report.detected = true;
+      accumulate();
+      if (!sum_guard_->matches(updater_, stream))
+        throw std::runtime_error("kmeans: the centroid sums failed their checksums again when recomputed (a "
+                                 "persistent fault, not a transient one)");
+    }
+    return updater_.finish(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
+                           stream);
+  }
+
   void assign() {
     detail::row_sq_norms(c_.data(), k_, d_, cnorm_.data(), ctx_.stream());
     assign_.run(c_.data(), xnorm_.data(), cnorm_.data(), labels_.data(), mindist_.data(), counts_.data());
@@ -398,15 +522,29 @@ class Lloyd {
   detail::Updater<T> updater_;
   detail::AsyncSum inertia_sum_;
   DeviceBuffer<C> xt_;  // X column-major, when Params::column_copy applies
+  std::unique_ptr<detail::SumGuard<T>> sum_guard_;  // Params::protect
   double tol_scaled_ = 0, shared_init_ms_ = 0;
 };
 
 }  // namespace
 
+/// Throws std::invalid_argument unless the backend can compute the protected distances: k + 1 columns.
+template <class T>
+void check_protected_shape(std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend) {
+  using C = compute_t<T>;
+  const std::int64_t rows = chunk_rows(n, k, sizeof(C));
+  const gemm::Arguments<C> probe{gemm::row_major<const C>(placeholder<C>(), rows, d, detail::is_16bit<T> ? padded_row(d) : d),
+                                 gemm::col_major<const C>(placeholder<C>(), d, k + 1),
+                                 gemm::row_major(placeholder<C>(), rows, k + 1)};
+  const gemm::Support s = gemm::can_implement(backend, probe);
+  if (!s) throw std::invalid_argument("kmeans: backend cannot compute the protected distances (k + 1 columns): " + s.reason);
+}
+
 template <class T>
 Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
                          const std::vector<compute_t<T>>& initial_centroids, const std::vector<double>& sample_weight) {
   check_shape(x, n, d, params.k, params.backend);
+  if (params.protect) check_protected_shape<T>(n, d, params.k, params.backend);
   check_params(params);
   check_weights(sample_weight, n);
   if (params.init == Init::given) detail::check_centroids(initial_centroids, params.k, d);

@@ -445,6 +445,9 @@ StreamResult<T> fit_host(Context& ctx, const T* x, std::int64_t n, std::int64_t 
   // fit's checks; the shapes are checked for the device buffers the chunks go to (X's own alignment
   // does not matter here).
   detail::check_fit(placeholder<T>(), n, d, params, initial_centroids, sample_weight);
+  if (params.protect)
+    throw std::invalid_argument("kmeans: protect is not available for a fit streamed from host memory yet; fit data "
+                                "that is on the GPU");
   if (options.host_threads < 0)
     throw std::invalid_argument("kmeans: host_threads = " + std::to_string(options.host_threads) +
                                 " must be >= 0 (0: min(8, cores))");

@@ -78,6 +78,20 @@ struct IterationInfo {
   double ms = 0;         ///< GPU time of the iteration
 };
 
+/// Where fit injects one fault (Params::inject), for fault-tolerance tests and campaigns.
+enum class FaultTarget {
+  none,
+  distances,  ///< one bit of one cross term x.c (or its checksum) of one chunk, after the GEMM
+  sums,       ///< one bit of one word of the centroid sums, after they are accumulated
+};
+
+/// One fault injected into fit's intermediates: reproducible from the seed.
+struct FaultInjection {
+  FaultTarget target = FaultTarget::none;
+  int iteration = 1;       ///< the Lloyd iteration (1-based) whose intermediate is corrupted
+  std::uint64_t seed = 0;  ///< draws the chunk, the element and the bit
+};
+
 struct Params {
   int k = 8;                        ///< number of clusters, 1 <= k <= n
   int max_iter = 100;               ///< Lloyd iterations at most
@@ -118,6 +132,34 @@ struct Params {
   /// centres chosen (k-means++, the k-means|| reduction). Each call waits for the GPU work queued so
   /// far; costs nothing when empty.
   std::function<void(const InitProgress&)> init_progress;
+  /// Algorithm-based fault tolerance (protect.cu): the distance GEMM carries a checksum centroid (the sum
+  /// of the centroids), each point's cross terms are verified against it before the argmin uses them,
+  /// within a rounding-level bound, and a chunk that fails is recomputed; the centroid sums are verified
+  /// exactly against the column totals of X (integer sums) and recomputed when they differ. The
+  /// distances then always run through a GEMM (not the fused nearest kernel). fit only (not fit_host,
+  /// fit_distributed).
+  bool protect = false;
+  /// One fault to inject (needs protect, so that the fault is reported).
+  FaultInjection inject;
+};
+
+/// What protection saw during a fit (Result::protection).
+struct ProtectionReport {
+  bool enabled = false;
+  std::int64_t rows_verified = 0;     ///< point checks of the distances, over all assignments
+  int distance_detections = 0;        ///< chunks whose check failed (each recomputed)
+  int sum_detections = 0;             ///< updates whose sums failed their checksums (each recomputed)
+  /// Largest |checksum difference| / bound over the rows that passed: how close clean rounding came to
+  /// the bound (below 1).
+  double max_clean_ratio = 0;
+  /// The injected fault (Params::inject), when one was: where, the bit, the value before and after, and
+  /// for distances the bound of its point's check (an error below it is rounding-sized and not detected).
+  bool injected = false;
+  FaultTarget target = FaultTarget::none;
+  std::int64_t row = -1, col = -1;    ///< distances: the point and the column (k: the checksum); sums: word
+  int bit = -1;
+  double before = 0, after = 0, bound = 0;
+  bool detected = false;              ///< the injected fault's check failed (and it was recomputed)
 };
 
 /// GPU time of each iteration and of each of its phases: distances (the GEMMs X C^T), argmin (nearest
@@ -158,6 +200,7 @@ struct Result {
   std::uint64_t seed = 0;             ///< the seed of the run returned (of n_init)
   bool column_copy = false;           ///< the distances read a column-major copy of X (Params::column_copy)
   PhaseTiming timing;
+  ProtectionReport protection;        ///< Params::protect's checks (enabled false without it)
 };
 
 /// Clusters the n x d row-major matrix X on the device (leading dimension d). `initial_centroids`

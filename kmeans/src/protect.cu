@@ -1,0 +1,204 @@
+// The checks of Params::protect (protect.hpp): the checksum centroid and the scale M of the distance
+// bound, the exact column-total check of the centroid sums, and the bit flips of fault injection.
+#include "detail.hpp"
+#include "protect.hpp"
+
+#include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/splitmix64.hpp>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace skinny::kmeans::detail {
+namespace {
+
+using u64 = unsigned long long;
+constexpr int kThreads = 256;
+/// Centroids per piece of the column sums of the checksum row (fixed pieces: a fixed order).
+constexpr std::int64_t kCentroidPiece = 256;
+
+/// part[piece][j] = sum over the centroids of piece `blockIdx.y` of c_ij, in double.
+template <class C>
+__global__ void centroid_column_parts(const C* __restrict__ c, std::int64_t k, std::int64_t d, double* __restrict__ part) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.y) * kCentroidPiece;
+  const std::int64_t i1 = i0 + kCentroidPiece < k ? i0 + kCentroidPiece : k;
+  double s = 0;
+  for (std::int64_t i = i0; i < i1; ++i) s += static_cast<double>(c[i * d + j]);
+  part[static_cast<std::int64_t>(blockIdx.y) * d + j] = s;
+}
+
+/// One block: row k of c_aug = the column sums (from the pieces), and scale = sqrt(sum_j cnorm_j) + |s|.
+template <class C>
+__global__ void checksum_row(const double* __restrict__ part, std::int64_t pieces, std::int64_t k, std::int64_t d,
+                             const C* __restrict__ cnorm, C* __restrict__ c_aug, double* __restrict__ scale) {
+  __shared__ double s_sq[kThreads], c_sq[kThreads];
+  double ss = 0, cs = 0;
+  for (std::int64_t j = threadIdx.x; j < d; j += kThreads) {
+    double s = 0;
+    for (std::int64_t p = 0; p < pieces; ++p) s += part[p * d + j];
+    const C rounded = static_cast<C>(s);
+    c_aug[k * d + j] = rounded;
+    ss += static_cast<double>(rounded) * static_cast<double>(rounded);
+  }
+  for (std::int64_t i = threadIdx.x; i < k; i += kThreads) cs += static_cast<double>(cnorm[i]);
+  s_sq[threadIdx.x] = ss;
+  c_sq[threadIdx.x] = cs;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      s_sq[threadIdx.x] += s_sq[threadIdx.x + half];
+      c_sq[threadIdx.x] += c_sq[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *scale = sqrt(c_sq[0]) + sqrt(s_sq[0]);
+}
+
+/// The 128-bit value of a (high, low) pair of sum words (fixed_point.hpp: signed high * 2^32 + low).
+__device__ __forceinline__ __int128 wide_value(u64 hi, u64 lo) {
+  return static_cast<__int128>(static_cast<long long>(hi)) * (__int128(1) << 32) + static_cast<__int128>(lo);
+}
+
+/// For each column j < d (and the weights, column d, when weighted): sum over the k clusters of the sums'
+/// values against the totals; *mismatches += 1 for each column that differs.
+__global__ void compare_column_totals(const u64* __restrict__ hi, const u64* __restrict__ lo, std::int64_t k,
+                                      std::int64_t d, const u64* __restrict__ w_hi, const u64* __restrict__ w_lo,
+                                      bool weighted, const u64* __restrict__ totals, int* __restrict__ mismatches) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j > d || (j == d && !weighted)) return;
+  __int128 s = 0;
+  if (j < d) {
+    for (std::int64_t c = 0; c < k; ++c) s += wide_value(hi[c * d + j], lo[c * d + j]);
+  } else {
+    for (std::int64_t c = 0; c < k; ++c) s += wide_value(w_hi[c], w_lo[c]);
+  }
+  // totals: [hi][d], [lo][d], then the weights' hi, lo.
+  const __int128 t = j < d ? wide_value(totals[j], totals[d + j]) : wide_value(totals[2 * d], totals[2 * d + 1]);
+  if (s != t) atomicAdd(mismatches, 1);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------- distances
+
+template <class C>
+DistanceGuard<C>::DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks)
+    : d_(d), k_(k), chunks_(chunks), factor_(distance_bound_factor<C>(d, k)),
+      c_aug_(static_cast<std::size_t>((k + 1) * d)), scale_(1),
+      column_parts_(static_cast<std::size_t>((k + kCentroidPiece - 1) / kCentroidPiece * d)),
+      failures_(static_cast<std::size_t>(chunks)), max_ratio_(1), failures_host_(static_cast<std::size_t>(chunks)),
+      max_ratio_host_(1) {
+  SKINNY_CUDA_TRY(cudaMemset(max_ratio_.data(), 0, sizeof(unsigned)));
+  SKINNY_CUDA_TRY(cudaMemset(failures_.data(), 0, failures_.bytes()));
+}
+
+template <class C>
+void DistanceGuard<C>::prepare(const C* c, const C* cnorm, cudaStream_t stream) {
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(c_aug_.data(), c, static_cast<std::size_t>(k_ * d_) * sizeof(C),
+                                  cudaMemcpyDeviceToDevice, stream));
+  const std::int64_t pieces = (k_ + kCentroidPiece - 1) / kCentroidPiece;
+  const dim3 grid(static_cast<unsigned>((d_ + kThreads - 1) / kThreads), static_cast<unsigned>(pieces));
+  centroid_column_parts<<<grid, kThreads, 0, stream>>>(c, k_, d_, column_parts_.data());
+  SKINNY_CHECK_LAUNCH();
+  checksum_row<<<1, kThreads, 0, stream>>>(column_parts_.data(), pieces, k_, d_, cnorm, c_aug_.data(), scale_.data());
+  SKINNY_CHECK_LAUNCH();
+  SKINNY_CUDA_TRY(cudaMemsetAsync(failures_.data(), 0, failures_.bytes(), stream));
+}
+
+template <class C>
+std::vector<std::int64_t> DistanceGuard<C>::failed_chunks(cudaStream_t stream) {
+  failures_host_.copy_from_device_async(failures_.data(), stream);
+  max_ratio_host_.copy_from_device_async(max_ratio_.data(), stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  float ratio = 0;
+  std::memcpy(&ratio, &max_ratio_host_[0], sizeof ratio);
+  max_clean_ratio_ = ratio;
+  std::vector<std::int64_t> failed;
+  for (std::int64_t i = 0; i < chunks_; ++i)
+    if (failures_host_[static_cast<std::size_t>(i)] != 0) failed.push_back(i);
+  if (!failed.empty()) SKINNY_CUDA_TRY(cudaMemsetAsync(failures_.data(), 0, failures_.bytes(), stream));
+  return failed;
+}
+
+template <class C>
+double DistanceGuard<C>::centroid_scale_now(cudaStream_t stream) const {
+  double m = 0;
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(&m, scale_.data(), sizeof m, cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return m;
+}
+
+// ------------------------------------------------------------------------------------------------ sums
+
+template <class T>
+SumGuard<T>::SumGuard(const T* x, std::int64_t n, std::int64_t d, const std::vector<double>& max_abs,
+                      const double* weights, cudaStream_t stream)
+    : d_(d), weighted_(weights != nullptr), totals_(static_cast<std::size_t>(2 * d + 2)), mismatches_(1),
+      mismatches_host_(1) {
+  Updater<T> one(n, d, 1);
+  one.set_scales(max_abs, weighted_);
+  DeviceBuffer<std::int32_t> zeros(static_cast<std::size_t>(n));
+  SKINNY_CUDA_TRY(cudaMemsetAsync(zeros.data(), 0, zeros.bytes(), stream));
+  one.begin(stream);
+  one.accumulate(x, weights, zeros.data(), n, stream);
+  // One cluster: its sums [hi][d], [lo][d] are the totals; its weight sums [hi], [lo] follow.
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(totals_.data(), one.sums(), static_cast<std::size_t>(2 * d) * sizeof(u64),
+                                  cudaMemcpyDeviceToDevice, stream));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(totals_.data() + 2 * d, one.weight_sums(), 2 * sizeof(u64), cudaMemcpyDeviceToDevice,
+                                  stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // `one` and `zeros` go when this returns
+}
+
+template <class T>
+bool SumGuard<T>::matches(Updater<T>& u, cudaStream_t stream) {
+  const std::int64_t k = u.sum_words() / (2 * d_);
+  const u64* hi = u.sums();
+  const u64* w = u.weight_sums();
+  SKINNY_CUDA_TRY(cudaMemsetAsync(mismatches_.data(), 0, sizeof(int), stream));
+  compare_column_totals<<<static_cast<unsigned>((d_ + 1 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      hi, hi + k * d_, k, d_, w, w + k, weighted_, totals_.data(), mismatches_.data());
+  SKINNY_CHECK_LAUNCH();
+  mismatches_host_.copy_from_device_async(mismatches_.data(), stream);
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return mismatches_host_[0] == 0;
+}
+
+// ------------------------------------------------------------------------------------------- injection
+
+template <class V>
+FlippedBit flip_random_bit(V* values, std::int64_t count, std::uint64_t seed, cudaStream_t stream) {
+  if (values == nullptr || count < 1) throw std::invalid_argument("flip_random_bit: nothing to flip");
+  using Bits = std::conditional_t<sizeof(V) == 8, std::uint64_t, std::uint32_t>;
+  std::uint64_t state = splitmix64(seed ^ 0x4b4d464c4950ull);
+  FlippedBit f;
+  f.index = static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(count));
+  f.bit = static_cast<int>(splitmix64(state++) % (8 * sizeof(V)));
+  V v{};
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(&v, values + f.index, sizeof v, cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  Bits bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  f.before = static_cast<double>(v);
+  bits ^= Bits(1) << f.bit;
+  std::memcpy(&v, &bits, sizeof bits);
+  f.after = static_cast<double>(v);
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(values + f.index, &v, sizeof v, cudaMemcpyHostToDevice, stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return f;
+}
+
+template class DistanceGuard<float>;
+template class DistanceGuard<double>;
+template class SumGuard<float>;
+template class SumGuard<double>;
+template class SumGuard<__half>;
+template class SumGuard<__nv_bfloat16>;
+template FlippedBit flip_random_bit(float*, std::int64_t, std::uint64_t, cudaStream_t);
+template FlippedBit flip_random_bit(double*, std::int64_t, std::uint64_t, cudaStream_t);
+template FlippedBit flip_random_bit(unsigned long long*, std::int64_t, std::uint64_t, cudaStream_t);
+
+}  // namespace skinny::kmeans::detail

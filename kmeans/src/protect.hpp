@@ -1,0 +1,124 @@
+// Algorithm-based fault tolerance of the Lloyd loop (Params::protect).
+//
+// Distances. The GEMM computes the cross terms g_ij = x_i . c_j for the k centroids and one more
+// "checksum centroid" s = sum_j c_j, so each point carries g_is = x_i . s from the same pass over X. Before
+// the argmin uses a point's terms, sum_j g_ij (in double) must equal g_is within the rounding of the two:
+// the GEMM rounds each term by about u sqrt(d) |x_i| |c_j| (random-walk growth of the sum's errors), the k
+// terms' errors add in quadrature, and g_is's own rounding (and that of s, rounded to the compute type)
+// is about u sqrt(d) |x_i| |s|. So the bound of point i is
+//     kappa * u * sqrt(d + k) * |x_i| * M,     M = sqrt(sum_j |c_j|^2) + |s|,
+// with kappa calibrated on the GPU (kDistanceKappa; docs/fault-tolerant-kmeans.md). A chunk with a point
+// over its bound is recomputed before the update reads its labels.
+//
+// Sums. The centroid sums are exact integers (fixed_point.hpp), so their column sums over the clusters
+// must equal the column totals of X (and the weight sums the total weight) exactly: any change of any
+// bit of any word is seen, with no false alarm. An update whose sums differ is accumulated again.
+#pragma once
+
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/host_device.hpp>
+#include <skinny/gemm/pinned_buffer.hpp>
+#include <skinny/kmeans/kmeans.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace skinny::kmeans::detail {
+
+template <class T>
+class Updater;
+
+/// Safety factor of the distance bound over the rounding model, calibrated on the H100: the largest clean
+/// |difference| / (u sqrt(d + k) |x| M) seen over the benchmark shapes and data kinds, times a margin
+/// (docs/fault-tolerant-kmeans.md).
+constexpr double kDistanceKappa = 4;
+
+/// Unit round-off of the distance GEMM in compute type C (the float backends run IEEE float products or
+/// 3xTF32, which matches them).
+template <class C>
+constexpr double unit_roundoff() {
+  return sizeof(C) == 8 ? 0x1p-53 : 0x1p-24;
+}
+
+/// kappa u sqrt(d + k): the part of every point's bound that depends on the shape only.
+template <class C>
+double distance_bound_factor(std::int64_t d, std::int64_t k) {
+  return kDistanceKappa * unit_roundoff<C>() * std::sqrt(static_cast<double>(d + k));
+}
+
+/// The bound of one point's check: factor |x|^2^(1/2) M (M: centroid_scale).
+SKINNY_HOST_DEVICE inline double distance_bound(double x_sq_norm, double centroid_scale, double factor) {
+  return factor * sqrt(x_sq_norm > 0 ? x_sq_norm : 0.0) * centroid_scale;
+}
+
+/// The distance checks of one fit: the centroids with their checksum row, M, and the failures of the
+/// current assignment per chunk.
+template <class C>
+class DistanceGuard {
+ public:
+  DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks);
+  /// Queues: the k x d centroids c and their sum as row k of centroids(), M from cnorm and the sum, and
+  /// clears the failures.
+  void prepare(const C* c, const C* cnorm, cudaStream_t stream);
+  /// (k + 1) x d row-major: the centroids, then their sum.
+  const C* centroids() const noexcept { return c_aug_.data(); }
+  const double* centroid_scale() const noexcept { return scale_.data(); }
+  double bound_factor() const noexcept { return factor_; }
+  /// The failure counter of chunk i and the shared maximum ratio, for checked_argmin.
+  int* failures(std::int64_t chunk) noexcept { return failures_.data() + chunk; }
+  unsigned* max_ratio() noexcept { return max_ratio_.data(); }
+  /// Waits for the stream: the chunks whose check failed since prepare(), and clears their counters.
+  std::vector<std::int64_t> failed_chunks(cudaStream_t stream);
+  /// Largest ratio of a passing check since the fit began (valid after failed_chunks).
+  double max_clean_ratio() const noexcept { return max_clean_ratio_; }
+  /// M of the current centroids (waits for the stream).
+  double centroid_scale_now(cudaStream_t stream) const;
+
+ private:
+  std::int64_t d_, k_, chunks_;
+  double factor_;
+  DeviceBuffer<C> c_aug_;
+  DeviceBuffer<double> scale_, column_parts_;
+  DeviceBuffer<int> failures_;
+  DeviceBuffer<unsigned> max_ratio_;
+  PinnedBuffer<int> failures_host_;
+  PinnedBuffer<unsigned> max_ratio_host_;
+  double max_clean_ratio_ = 0;
+};
+
+/// The exact checks of the centroid sums: the column totals of all n points (and their total weight)
+/// under the updater's scales, accumulated once per fit.
+template <class T>
+class SumGuard {
+ public:
+  /// One pass over the n x d points X (device) with `weights` (device, or null) through an updater of one
+  /// cluster with the scales `max_abs` (Updater::column_max_abs of X).
+  SumGuard(const T* x, std::int64_t n, std::int64_t d, const std::vector<double>& max_abs, const double* weights,
+           cudaStream_t stream);
+  /// Whether the sums of `u` (after accumulate over all n points, before finish) add up over the clusters
+  /// to the totals, word for word in 128-bit integers. Waits for the stream.
+  bool matches(Updater<T>& u, cudaStream_t stream);
+
+ private:
+  std::int64_t d_;
+  bool weighted_;
+  DeviceBuffer<unsigned long long> totals_;  ///< [hi, lo][d] then [hi, lo] of the weights
+  DeviceBuffer<int> mismatches_;
+  PinnedBuffer<int> mismatches_host_;
+};
+
+/// A bit flipped in device memory: where, which bit, the value before and after.
+struct FlippedBit {
+  std::int64_t index = 0;
+  int bit = 0;
+  double before = 0, after = 0;
+};
+
+/// Flips one bit, drawn from the seed, of one of the `count` values at `values` (device), drawn too.
+template <class V>
+FlippedBit flip_random_bit(V* values, std::int64_t count, std::uint64_t seed, cudaStream_t stream);
+
+}  // namespace skinny::kmeans::detail

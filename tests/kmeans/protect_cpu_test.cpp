@@ -1,0 +1,139 @@
+// The distance check of Params::protect on the CPU: float GEMMs simulated in two summation orders (one
+// running sum, and 32-term pieces added at the end as a tiled GPU kernel does) over several kinds of data
+// and shapes. Clean rounding stays below the bound with a margin; an error above it is seen.
+#include "../../kmeans/src/protect.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace skinny::kmeans::detail {
+namespace {
+
+enum class Data { centred, positive, offset_normal, mixed_magnitudes };
+
+std::vector<float> draw(Data kind, std::int64_t count, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f), positive(0.0f, 1.0f);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (float& x : v) {
+    switch (kind) {
+      case Data::centred: x = unit(rng); break;
+      case Data::positive: x = positive(rng); break;
+      case Data::offset_normal: x = 5.0f + normal(rng); break;
+      case Data::mixed_magnitudes: x = unit(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10); break;
+    }
+  }
+  return v;
+}
+
+/// x . c in float, as a GPU kernel would round it: one running FMA sum (pieces = 0), or sums of 32-term
+/// pieces added in order.
+float dot(const float* x, const float* c, std::int64_t d, bool pieces) {
+  if (!pieces) {
+    float s = 0;
+    for (std::int64_t l = 0; l < d; ++l) s = std::fma(x[l], c[l], s);
+    return s;
+  }
+  float total = 0;
+  for (std::int64_t l0 = 0; l0 < d; l0 += 32) {
+    float s = 0;
+    for (std::int64_t l = l0; l < std::min(d, l0 + 32); ++l) s = std::fma(x[l], c[l], s);
+    total += s;
+  }
+  return total;
+}
+
+struct Check {
+  double max_ratio = 0;  ///< largest clean |difference| / bound
+};
+
+/// Clean ratios of n points against k centroids in d dimensions, the check as checked_argmin does it.
+Check clean_ratios(Data kind, std::int64_t n, std::int64_t d, std::int64_t k, bool pieces, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::vector<float> x = draw(kind, n * d, rng), c = draw(kind, k * d, rng);
+  // The checksum centroid in double, rounded to float (checksum_row), and M.
+  std::vector<float> s(static_cast<std::size_t>(d));
+  double s_sq = 0, c_sq = 0;
+  for (std::int64_t l = 0; l < d; ++l) {
+    double sum = 0;
+    for (std::int64_t j = 0; j < k; ++j) sum += c[static_cast<std::size_t>(j * d + l)];
+    s[static_cast<std::size_t>(l)] = static_cast<float>(sum);
+    s_sq += double(s[static_cast<std::size_t>(l)]) * s[static_cast<std::size_t>(l)];
+  }
+  for (float v : c) c_sq += double(v) * v;
+  const double scale = std::sqrt(c_sq) + std::sqrt(s_sq);
+  const double factor = distance_bound_factor<float>(d, k);
+  Check out;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* xi = x.data() + i * d;
+    double row = 0, x_sq = 0;
+    for (std::int64_t j = 0; j < k; ++j) row += dot(xi, c.data() + j * d, d, pieces);
+    const float carried = dot(xi, s.data(), d, pieces);
+    for (std::int64_t l = 0; l < d; ++l) x_sq += double(xi[l]) * xi[l];
+    const float x_sq_stored = static_cast<float>(x_sq);  // xnorm is kept in the compute type
+    out.max_ratio = std::max(out.max_ratio, std::fabs(row - carried) / distance_bound(x_sq_stored, scale, factor));
+  }
+  return out;
+}
+
+TEST(ProtectBound, CleanRoundingStaysWellBelowTheBound) {
+  double worst = 0;
+  std::uint64_t seed = 1;
+  for (Data kind : {Data::centred, Data::positive, Data::offset_normal, Data::mixed_magnitudes})
+    for (std::int64_t d : {1, 2, 3, 17, 128, 1000})
+      for (std::int64_t k : {1, 2, 7, 16, 128})
+        for (bool pieces : {false, true}) {
+          const Check c = clean_ratios(kind, 200, d, k, pieces, seed++);
+          EXPECT_LT(c.max_ratio, 0.5) << "kind " << int(kind) << " d " << d << " k " << k << " pieces " << pieces;
+          worst = std::max(worst, c.max_ratio);
+        }
+  std::printf("largest clean |difference| / bound: %.3g (kappa %.3g)\n", worst, kDistanceKappa);
+  // The bound is not loose beyond use: somewhere clean rounding comes within 100x of it.
+  EXPECT_GT(worst, 0.01);
+}
+
+TEST(ProtectBound, ABoundIsPositiveAndGrowsWithTheShape) {
+  EXPECT_GT(distance_bound_factor<float>(128, 16), distance_bound_factor<float>(16, 16));
+  EXPECT_GT(distance_bound_factor<float>(16, 1024), distance_bound_factor<float>(16, 16));
+  EXPECT_LT(distance_bound_factor<double>(128, 16), distance_bound_factor<float>(128, 16) * 1e-8);
+  EXPECT_DOUBLE_EQ(distance_bound(4.0, 3.0, 0.5), 0.5 * 2.0 * 3.0);
+  EXPECT_DOUBLE_EQ(distance_bound(-1.0, 3.0, 0.5), 0.0);  // a norm rounded below 0 counts as 0
+}
+
+TEST(ProtectBound, AnErrorAboveTheBoundFailsTheCheck) {
+  // One point, the check as the kernel does it: a flipped exponent bit of one term is far above.
+  std::mt19937_64 rng(5);
+  const std::int64_t d = 64, k = 16;
+  const std::vector<float> x = draw(Data::centred, d, rng), c = draw(Data::centred, k * d, rng);
+  std::vector<float> s(static_cast<std::size_t>(d), 0.0f);
+  double c_sq = 0, s_sq = 0, x_sq = 0;
+  for (std::int64_t l = 0; l < d; ++l) {
+    double sum = 0;
+    for (std::int64_t j = 0; j < k; ++j) sum += c[static_cast<std::size_t>(j * d + l)];
+    s[static_cast<std::size_t>(l)] = static_cast<float>(sum);
+    s_sq += double(s[static_cast<std::size_t>(l)]) * s[static_cast<std::size_t>(l)];
+    x_sq += double(x[static_cast<std::size_t>(l)]) * x[static_cast<std::size_t>(l)];
+  }
+  for (float v : c) c_sq += double(v) * v;
+  const double bound = distance_bound(x_sq, std::sqrt(c_sq) + std::sqrt(s_sq), distance_bound_factor<float>(d, k));
+  std::vector<float> g(static_cast<std::size_t>(k));
+  for (std::int64_t j = 0; j < k; ++j) g[static_cast<std::size_t>(j)] = dot(x.data(), c.data() + j * d, d, true);
+  const float carried = dot(x.data(), s.data(), d, true);
+  const auto difference = [&] {
+    double row = 0;
+    for (float v : g) row += v;
+    return std::fabs(row - carried);
+  };
+  ASSERT_LE(difference(), bound);
+  g[3] += static_cast<float>(4 * bound);  // an error 4x the bound
+  EXPECT_GT(difference(), bound);
+}
+
+}  // namespace
+}  // namespace skinny::kmeans::detail
