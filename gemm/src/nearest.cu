@@ -51,7 +51,7 @@ constexpr int NT = BN / WARPS_N / 8;   ///< n8 tiles per warp (8)
 /// halves.
 constexpr int stage_slots(bool exact) { return (BM + (exact ? 2 : 1) * BN) * CH; }
 constexpr std::size_t smem_bytes(bool exact) {
-  return 2 * stage_slots(exact) * sizeof(float4) + BM * WARPS_N * (sizeof(float) + sizeof(int));
+  return 2 * stage_slots(exact) * sizeof(float4) + BM * WARPS_N * (sizeof(float) + sizeof(int) + sizeof(double));
 }
 static_assert(WARPS_M * WARPS_N * 32 == kThreads, "8 warps");
 static_assert(BM * CH % kThreads == 0 && BN * CH % kThreads == 0, "whole copies per thread");
@@ -67,6 +67,10 @@ struct Params {
   const float* cn;
   unsigned long long* keys;  ///< per point: (ordered distance << 32) | centre, min over blocks
   int tiles_per_split;
+  double* row_sums;  ///< per point: += the sum of its cross terms (null: not wanted)
+  std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
+  int fault_bit;
+  float* fault_values;
 };
 
 /// Float bits mapped so that unsigned order is float order (finite values and infinities).
@@ -94,14 +98,16 @@ __global__ void __launch_bounds__(256) centre_halves_kernel(const float* __restr
   }
 }
 
-/// kExact: 3xTF32 products (float accuracy); otherwise one TF32 product (Math::fast).
-template <bool kExact>
+/// kExact: 3xTF32 products (float accuracy); otherwise one TF32 product (Math::fast). kRowSums: also adds
+/// each point's cross terms into p.row_sums (a separate instance: the plain kernel does no such work).
+template <bool kExact, bool kRowSums>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   constexpr int kStageSlots = stage_slots(kExact);
   extern __shared__ __align__(16) unsigned char smem[];
   float4* ring = reinterpret_cast<float4*>(smem);  // [2][kStageSlots]: points, high, low
   float* best_val = reinterpret_cast<float*>(ring + 2 * kStageSlots);  // [BM][WARPS_N]
   int* best_col = reinterpret_cast<int*>(best_val + BM * WARPS_N);
+  double* row_sum = reinterpret_cast<double*>(best_col + BM * WARPS_N);  // [BM][WARPS_N], when p.row_sums
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -115,6 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   for (int i = tid; i < BM * WARPS_N; i += kThreads) {
     best_val[i] = INFINITY;
     best_col[i] = INT_MAX;
+    row_sum[i] = 0;
   }
 
   // Copies of a thread: rows tid / CH + 32 i of each tile, always slot tid % CH of the row, so the
@@ -213,18 +220,31 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
         const float xn = row0 + r < p.n ? p.xn[row0 + r] : 0.f;
         float bv = INFINITY;
         int bj = INT_MAX;
+        double rs = 0;  // this lane's share of the row's cross-term sum (for the checksum test)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const std::int64_t col = tile * BN + wn * (BN / WARPS_N) + nt * 8 + 2 * tq + c;
             if (col >= p.k) continue;
-            const float dist = xn + p.cn[col] - 2.f * acc[mt][nt][2 * h + c];
+            float term = acc[mt][nt][2 * h + c];
+            if (kRowSums && row0 + r == p.fault_row && col == p.fault_col) {  // an injected fault
+              p.fault_values[0] = term;
+              term = __uint_as_float(__float_as_uint(term) ^ (1u << p.fault_bit));
+              p.fault_values[1] = term;
+            }
+            const float dist = xn + p.cn[col] - 2.f * term;
+            if (kRowSums) rs += static_cast<double>(term);
             if (better(dist, static_cast<int>(col), bv, bj)) {
               bv = dist;
               bj = static_cast<int>(col);
             }
           }
+        if (kRowSums) {  // the lane quad's shares in a fixed order, into the slot of (row, warp column)
+          rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+          rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+          if (tq == 0) row_sum[r * WARPS_N + wn] += rs;
+        }
 #pragma unroll
         for (int off = 1; off < 4; off <<= 1) {
           const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
@@ -257,6 +277,12 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     if (bj != INT_MAX)
       atomicMin(p.keys + row0 + r,
                 (static_cast<unsigned long long>(ordered_bits(bv)) << 32) | static_cast<std::uint32_t>(bj));
+    if (kRowSums) {
+      double rs = 0;
+#pragma unroll
+      for (int w = 0; w < WARPS_N; ++w) rs += row_sum[r * WARPS_N + w];
+      atomicAdd(p.row_sums + row0 + r, rs);  // one block per point unless the centre tiles are split (grid y)
+    }
   }
 }
 
@@ -297,6 +323,9 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (ldx % 4 != 0 || reinterpret_cast<std::uintptr_t>(a.x) % 16 != 0)
     return Support::no("nearest: points are read with 16-byte copies: ldx = " + to_string(ldx) +
                        " must be a multiple of 4 and x 16-byte aligned");
+  if (a.row_sums && a.fault_row >= 0 &&
+      (a.fault_row >= a.n || a.fault_col < 0 || a.fault_col >= a.k || a.fault_bit < 0 || a.fault_bit > 31 || !a.fault_values))
+    return Support::no("nearest: a fault needs fault_row < n, 0 <= fault_col < k, 0 <= fault_bit < 32 and fault_values");
   if (detail::ceil_div(a.n, detail::BM) > INT_MAX)
     return Support::no("nearest: n = " + to_string(a.n) + " points need more than 2^31 - 1 blocks");
   if (ctx.properties().major < 8)
@@ -335,7 +364,10 @@ void nearest(Context& ctx, const NearestArguments& a) {
   split = ceil_div(tiles, tiles_per_split);
 
   Params p{a.x, ldx, a.n, a.d, c_hi, c_lo, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
-           static_cast<int>(tiles_per_split)};
+           static_cast<int>(tiles_per_split), a.row_sums, a.row_sums ? a.fault_row : -1, a.fault_col,
+           a.fault_bit, a.fault_values};
+  if (a.row_sums)
+    SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), stream));
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(split));
   const auto launch = [&](auto kernel) {
     const std::size_t smem = smem_bytes(exact);
@@ -344,9 +376,9 @@ void nearest(Context& ctx, const NearestArguments& a) {
     SKINNY_CHECK_LAUNCH();
   };
   if (exact)
-    launch(nearest_kernel<true>);
+    a.row_sums ? launch(nearest_kernel<true, true>) : launch(nearest_kernel<true, false>);
   else
-    launch(nearest_kernel<false>);
+    a.row_sums ? launch(nearest_kernel<false, true>) : launch(nearest_kernel<false, false>);
   const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
   finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.n, a.labels, a.sq_distances);
   SKINNY_CHECK_LAUNCH();

@@ -165,6 +165,43 @@ __global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ 
   flush_block_counts(block_counts, k, counts);
 }
 
+/// The checksum test of one point (protect.hpp): its cross terms' sum against the carried x.s, within its
+/// bound; a failure adds 1 to *failures, a pass raises *max_ratio (float bits of |difference| / bound, >= 0,
+/// so an integer max orders them and is deterministic).
+__device__ __forceinline__ void check_point(double sum, double carried, double x_sq_norm, double scale, double factor,
+                                            int* failures, unsigned* max_ratio) {
+  const double ratio = fabs(sum - carried) / distance_bound(x_sq_norm, scale, factor);
+  if (!(ratio <= 1)) {  // NaN and infinity fail too
+    atomicAdd(failures, 1);
+  } else {
+    atomicMax(max_ratio, __float_as_uint(static_cast<float>(ratio)));
+  }
+}
+
+/// out[i] = x_i . s in double (one warp per row): the carried checksum term of the fused assignment.
+template <class T>
+__global__ void row_dots_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, const double* __restrict__ s,
+                                double* __restrict__ out) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  const T* r = x + row * d;
+  double v = 0;
+  for (std::int64_t j = lane; j < d; j += 32) v += to_double(r[j]) * s[j];
+  v = warp_sum(v);
+  if (lane == 0) out[row] = v;
+}
+
+template <class C>
+__global__ void check_points_kernel(const double* __restrict__ sums, const double* __restrict__ carried,
+                                    const C* __restrict__ xnorm, std::int64_t rows, const double* __restrict__ scale,
+                                    double factor, int* __restrict__ failures, unsigned* __restrict__ max_ratio) {
+  const double m = *scale;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < rows;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    check_point(sums[i], carried[i], static_cast<double>(xnorm[i]), m, factor, failures, max_ratio);
+}
+
 /// Protected assignment: one warp per point checks its k cross terms against the checksum term g[k] (x.s,
 /// s the sum of the centroids, from the same GEMM) within the point's bound, then finds its nearest
 /// centroid. A failed check adds 1 to *failures; passing checks raise *max_ratio (float bits of
@@ -186,15 +223,9 @@ __global__ void __launch_bounds__(kThreads) checked_argmin_kernel(const T* __res
     double s = 0;
     for (std::int64_t j = lane; j < k; j += 32) s += static_cast<double>(gr[j]);
     s = warp_sum(s);
-    if (lane == 0) {
-      const double bound = distance_bound(static_cast<double>(xnorm[row]), scale, bound_factor);
-      const double ratio = fabs(s - static_cast<double>(gr[k])) / bound;
-      if (!(ratio <= 1)) {  // NaN and infinity fail too
-        atomicAdd(failures, 1);
-      } else {
-        atomicMax(max_ratio, __float_as_uint(static_cast<float>(ratio)));
-      }
-    }
+    if (lane == 0)
+      check_point(s, static_cast<double>(gr[k]), static_cast<double>(xnorm[row]), scale, bound_factor, failures,
+                  max_ratio);
     argmin_row(g, k + 1, row, k, xnorm, cnorm, labels, mindist, static_cast<int*>(nullptr), lane);
   }
 }
@@ -369,6 +400,23 @@ void checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnor
   SKINNY_CHECK_LAUNCH();
 }
 
+template <class T>
+void row_dots(const T* x, std::int64_t n, std::int64_t d, const double* s, double* out, cudaStream_t stream) {
+  row_dots_kernel<<<blocks_for_warps(n), kThreads, 0, stream>>>(x, n, d, s, out);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class C>
+void check_points(const double* sums, const double* carried, const C* xnorm, std::int64_t rows,
+                  const double* centroid_scale, double bound_factor, int* failures, unsigned* max_ratio,
+                  cudaStream_t stream) {
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<std::int64_t>((rows + kThreads - 1) / kThreads, 8LL * multiprocessors()));
+  check_points_kernel<<<blocks, kThreads, 0, stream>>>(sums, carried, xnorm, rows, centroid_scale, bound_factor,
+                                                       failures, max_ratio);
+  SKINNY_CHECK_LAUNCH();
+}
+
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream) {
   const int sms = multiprocessors();
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 2LL * sms));
@@ -432,6 +480,8 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
                        cudaStream_t);                                                                           \
   template void checked_argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, const double*, double,  \
                                std::int32_t*, T*, int*, unsigned*, cudaStream_t);                               \
+  template void check_points(const double*, const double*, const T*, std::int64_t, const double*, double, int*,  \
+                             unsigned*, cudaStream_t);                                                          \
   template double sum(const T*, std::int64_t, cudaStream_t, const double*);                                     \
   template void sum_into(const T*, std::int64_t, double*, cudaStream_t, const double*);                         \
   template void min_distance_update(double*, const T*, std::int64_t, const T*, T, std::int64_t, bool, cudaStream_t); \
@@ -443,7 +493,8 @@ SKINNY_KMEANS_ASSIGN(double)
 #define SKINNY_KMEANS_ELEMENT(T)                                                                                  \
   template void row_sq_norms(const T*, std::int64_t, std::int64_t, compute_t<T>*, cudaStream_t);                \
   template void label_sq_distances(const T*, std::int64_t, std::int64_t, const compute_t<T>*,                   \
-                                   const std::int32_t*, compute_t<T>*, cudaStream_t);
+                                   const std::int32_t*, compute_t<T>*, cudaStream_t);                           \
+  template void row_dots(const T*, std::int64_t, std::int64_t, const double*, double*, cudaStream_t);
 SKINNY_KMEANS_ELEMENT(float)
 SKINNY_KMEANS_ELEMENT(double)
 SKINNY_KMEANS_ELEMENT(__half)

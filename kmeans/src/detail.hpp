@@ -98,6 +98,18 @@ void checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnor
                     const double* centroid_scale, double bound_factor, std::int32_t* labels, T* mindist, int* failures,
                     unsigned* max_ratio, cudaStream_t stream);
 
+/// out[i] = x_i . s in double for the n x d rows of x (s: d doubles): the carried checksum term where the
+/// distances are fused with the argmin (gemm::nearest returns each point's sum of cross terms).
+template <class T>
+void row_dots(const T* x, std::int64_t n, std::int64_t d, const double* s, double* out, cudaStream_t stream);
+
+/// The checksum test of `rows` points: sums[i] (of their cross terms) against carried[i] within the bound of
+/// each (as checked_argmin tests them).
+template <class C>
+void check_points(const double* sums, const double* carried, const C* xnorm, std::int64_t rows,
+                  const double* centroid_scale, double bound_factor, int* failures, unsigned* max_ratio,
+                  cudaStream_t stream);
+
 /// One Lloyd iteration's GPU times, ms.
 struct IterationTimes {
   double distances = 0, argmin = 0, update = 0, total = 0;

@@ -164,12 +164,13 @@ struct Assigner {
   /// every protected assignment's counts.
   const FaultInjection* injection = nullptr;
   ProtectionReport* report = nullptr;
+  DeviceBuffer<double> row_sums, carried;  ///< fused and protected: each point's sum of terms, and x.s
+  DeviceBuffer<float> fault_values;        ///< fused and protected: an injected term before and after
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
-        fused(!protect && fused_assignment(c, x_, n_, d_, k_, b, m)),
-        few(!protect && few_clusters_assignment<T>(k_, b)) {
+        fused(fused_assignment(c, x_, n_, d_, k_, b, m)), few(!protect && few_clusters_assignment<T>(k_, b)) {
     if (few) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
@@ -181,8 +182,16 @@ struct Assigner {
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {
-      guard = std::make_unique<detail::DistanceGuard<C>>(d, k, chunks);
-      g = DeviceBuffer<C>(static_cast<std::size_t>(rows * (k + 1)));
+      // One TF32 product per term in the fused kernel's fast mode; float or double arithmetic elsewhere.
+      const double u = fused && math == gemm::Math::fast ? detail::kTf32Roundoff : detail::unit_roundoff<C>();
+      guard = std::make_unique<detail::DistanceGuard<C>>(d, k, chunks, u);
+      if (fused) {  // the kernel returns each point's sum of terms; x.s comes from a pass in double
+        row_sums = DeviceBuffer<double>(static_cast<std::size_t>(n));
+        carried = DeviceBuffer<double>(static_cast<std::size_t>(n));
+        fault_values = DeviceBuffer<float>(2);
+      } else {  // x.s is one more column of the GEMM
+        g = DeviceBuffer<C>(static_cast<std::size_t>(rows * (k + 1)));
+      }
     } else if (!fused && !few) {
       g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     }
@@ -223,19 +232,7 @@ struct Assigner {
       const gemm::MatrixView<const C> a = chunk(r0, m);
       if constexpr (!std::is_same_v<C, double>) {
         if (fused) {
-          gemm::NearestArguments na;
-          na.x = a.data;
-          na.ldx = a.ld;
-          na.n = m;
-          na.d = d;
-          na.c = c;
-          na.k = k;
-          na.x_sq_norms = xnorm + r0;
-          na.c_sq_norms = cnorm;
-          na.labels = labels + r0;
-          na.sq_distances = mindist + r0;
-          na.math = math;
-          gemm::nearest(ctx, na);
+          nearest_chunk(a, r0, m, c, xnorm, cnorm, labels, mindist, false);
           events[e++]->record(stream);
           detail::count_labels(labels + r0, m, k, counts, stream);
           continue;
@@ -260,15 +257,27 @@ struct Assigner {
     // Chunk ci; `timed`: between the events of its phases (a recomputation counts in the iteration only).
     const auto compute = [&](std::int64_t ci, bool timed) {
       const std::int64_t r0 = ci * rows, m = std::min(rows, n - r0);
+      const bool faulty = timed && ci == faulty_chunk;
       if (timed) events[e++]->record(stream);
+      if constexpr (!std::is_same_v<C, double>) {
+        if (fused) {
+          nearest_chunk(chunk(r0, m), r0, m, c, xnorm, cnorm, labels, mindist, faulty);
+          if (timed) events[e++]->record(stream);
+          detail::check_points(row_sums.data() + r0, carried.data() + r0, xnorm + r0, m, guard->centroid_scale(),
+                               guard->bound_factor(), guard->failures(ci), guard->max_ratio(), stream);
+          if (report) report->rows_verified += m;
+          return;
+        }
+      }
       gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(guard->centroids(), d, k + 1), gemm::row_major(g.data(), m, k + 1)},
                  backend);
-      if (timed && ci == faulty_chunk) inject(r0, m, xnorm);
+      if (faulty) inject(r0, m, xnorm);
       if (timed) events[e++]->record(stream);
       detail::checked_argmin(g.data(), m, k, xnorm + r0, cnorm, guard->centroid_scale(), guard->bound_factor(),
                              labels + r0, mindist + r0, guard->failures(ci), guard->max_ratio(), stream);
       if (report) report->rows_verified += m;
     };
+    if (fused) detail::row_dots(x, n, d, guard->column_sums(), carried.data(), stream);
     for (std::int64_t ci = 0; ci < chunks; ++ci) compute(ci, true);
     const std::vector<std::int64_t> failed = guard->failed_chunks(stream);
     if (!failed.empty()) {
@@ -286,17 +295,55 @@ struct Assigner {
     events[e]->record(stream);
   }
 
-  /// Params::inject into the distances: one bit of one term (or checksum term) of the chunk at r0.
+  /// The fused kernel on the chunk `a` of m rows at r0; protected, it also returns each point's sum of
+  /// terms, and with `faulty` flips one bit of one term inside the kernel (Params::inject), reported.
+  void nearest_chunk(const gemm::MatrixView<const C>& a, std::int64_t r0, std::int64_t m, const C* c, const C* xnorm,
+                     const C* cnorm, std::int32_t* labels, C* mindist, bool faulty) {
+    if constexpr (!std::is_same_v<C, double>) {
+      gemm::NearestArguments na;
+      na.x = a.data;
+      na.ldx = a.ld;
+      na.n = m;
+      na.d = d;
+      na.c = c;
+      na.k = k;
+      na.x_sq_norms = xnorm + r0;
+      na.c_sq_norms = cnorm;
+      na.labels = labels + r0;
+      na.sq_distances = mindist + r0;
+      na.math = math;
+      if (row_sums.size() > 0) na.row_sums = row_sums.data() + r0;
+      std::uint64_t state = injection ? splitmix64(injection->seed ^ 0x4e454152ull) : 0;
+      if (faulty) {
+        na.fault_row = static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(m));
+        na.fault_col = static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(k));
+        na.fault_bit = static_cast<int>(splitmix64(state++) % 32);
+        na.fault_values = fault_values.data();
+      }
+      gemm::nearest(ctx, na);
+      if (faulty) {
+        const std::vector<float> v = fault_values.to_host();
+        record_fault(r0 + na.fault_row, na.fault_col, na.fault_bit, v[0], v[1], xnorm);
+      }
+    }
+  }
+
+  /// Params::inject into the GEMM's terms: one bit of one term (or checksum term) of the chunk at r0.
   void inject(std::int64_t r0, std::int64_t m, const C* xnorm) {
+    const detail::FlippedBit f = detail::flip_random_bit(g.data(), m * (k + 1), injection->seed, ctx.stream());
+    record_fault(r0 + f.index / (k + 1), f.index % (k + 1), f.bit, f.before, f.after, xnorm);
+  }
+
+  /// The injected fault into the report, with the bound of its point's check.
+  void record_fault(std::int64_t row, std::int64_t col, int bit, double before, double after, const C* xnorm) {
     const cudaStream_t stream = ctx.stream();
-    const detail::FlippedBit f = detail::flip_random_bit(g.data(), m * (k + 1), injection->seed, stream);
     report->injected = true;
     report->target = FaultTarget::distances;
-    report->row = r0 + f.index / (k + 1);
-    report->col = f.index % (k + 1);
-    report->bit = f.bit;
-    report->before = f.before;
-    report->after = f.after;
+    report->row = row;
+    report->col = col;
+    report->bit = bit;
+    report->before = before;
+    report->after = after;
     C x_sq = 0;
     SKINNY_CUDA_TRY(cudaMemcpyAsync(&x_sq, xnorm + report->row, sizeof x_sq, cudaMemcpyDeviceToHost, stream));
     const double scale = guard->centroid_scale_now(stream);  // waits for the copy too

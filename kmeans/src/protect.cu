@@ -31,10 +31,12 @@ __global__ void centroid_column_parts(const C* __restrict__ c, std::int64_t k, s
   part[static_cast<std::int64_t>(blockIdx.y) * d + j] = s;
 }
 
-/// One block: row k of c_aug = the column sums (from the pieces), and scale = sqrt(sum_j cnorm_j) + |s|.
+/// One block: s = the column sums (from the pieces) into s_out and, rounded, row k of c_aug; and
+/// scale = sqrt(sum_j cnorm_j) + |s|.
 template <class C>
 __global__ void checksum_row(const double* __restrict__ part, std::int64_t pieces, std::int64_t k, std::int64_t d,
-                             const C* __restrict__ cnorm, C* __restrict__ c_aug, double* __restrict__ scale) {
+                             const C* __restrict__ cnorm, C* __restrict__ c_aug, double* __restrict__ s_out,
+                             double* __restrict__ scale) {
   __shared__ double s_sq[kThreads], c_sq[kThreads];
   double ss = 0, cs = 0;
   for (std::int64_t j = threadIdx.x; j < d; j += kThreads) {
@@ -42,6 +44,7 @@ __global__ void checksum_row(const double* __restrict__ part, std::int64_t piece
     for (std::int64_t p = 0; p < pieces; ++p) s += part[p * d + j];
     const C rounded = static_cast<C>(s);
     c_aug[k * d + j] = rounded;
+    s_out[j] = s;
     ss += static_cast<double>(rounded) * static_cast<double>(rounded);
   }
   for (std::int64_t i = threadIdx.x; i < k; i += kThreads) cs += static_cast<double>(cnorm[i]);
@@ -86,9 +89,9 @@ __global__ void compare_column_totals(const u64* __restrict__ hi, const u64* __r
 // ------------------------------------------------------------------------------------------- distances
 
 template <class C>
-DistanceGuard<C>::DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks)
-    : d_(d), k_(k), chunks_(chunks), factor_(distance_bound_factor<C>(d, k)),
-      c_aug_(static_cast<std::size_t>((k + 1) * d)), scale_(1),
+DistanceGuard<C>::DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks, double unit_roundoff)
+    : d_(d), k_(k), chunks_(chunks), factor_(distance_bound_factor(d, k, unit_roundoff)),
+      c_aug_(static_cast<std::size_t>((k + 1) * d)), s_(static_cast<std::size_t>(d)), scale_(1),
       column_parts_(static_cast<std::size_t>((k + kCentroidPiece - 1) / kCentroidPiece * d)),
       failures_(static_cast<std::size_t>(chunks)), max_ratio_(1), failures_host_(static_cast<std::size_t>(chunks)),
       max_ratio_host_(1) {
@@ -104,7 +107,8 @@ void DistanceGuard<C>::prepare(const C* c, const C* cnorm, cudaStream_t stream) 
   const dim3 grid(static_cast<unsigned>((d_ + kThreads - 1) / kThreads), static_cast<unsigned>(pieces));
   centroid_column_parts<<<grid, kThreads, 0, stream>>>(c, k_, d_, column_parts_.data());
   SKINNY_CHECK_LAUNCH();
-  checksum_row<<<1, kThreads, 0, stream>>>(column_parts_.data(), pieces, k_, d_, cnorm, c_aug_.data(), scale_.data());
+  checksum_row<<<1, kThreads, 0, stream>>>(column_parts_.data(), pieces, k_, d_, cnorm, c_aug_.data(), s_.data(),
+                                           scale_.data());
   SKINNY_CHECK_LAUNCH();
   SKINNY_CUDA_TRY(cudaMemsetAsync(failures_.data(), 0, failures_.bytes(), stream));
 }

@@ -43,10 +43,16 @@ constexpr double unit_roundoff() {
   return sizeof(C) == 8 ? 0x1p-53 : 0x1p-24;
 }
 
-/// kappa u sqrt(d + k): the part of every point's bound that depends on the shape only.
+/// Unit round-off of one TF32 product (Math::fast in the fused kernel): 11 significant bits.
+constexpr double kTf32Roundoff = 0x1p-11;
+
+/// kappa u sqrt(d + k): the part of every point's bound that depends on the shape and the arithmetic only.
+inline double distance_bound_factor(std::int64_t d, std::int64_t k, double unit_roundoff) {
+  return kDistanceKappa * unit_roundoff * std::sqrt(static_cast<double>(d + k));
+}
 template <class C>
 double distance_bound_factor(std::int64_t d, std::int64_t k) {
-  return kDistanceKappa * unit_roundoff<C>() * std::sqrt(static_cast<double>(d + k));
+  return distance_bound_factor(d, k, unit_roundoff<C>());
 }
 
 /// The bound of one point's check: factor |x|^2^(1/2) M (M: centroid_scale).
@@ -55,16 +61,21 @@ SKINNY_HOST_DEVICE inline double distance_bound(double x_sq_norm, double centroi
 }
 
 /// The distance checks of one fit: the centroids with their checksum row, M, and the failures of the
-/// current assignment per chunk.
+/// current assignment per chunk. Two ways to carry the checksum term x.s: a GEMM computes it as one more
+/// column (centroids()), or, where the distances are fused with the argmin (gemm::nearest, which returns
+/// each point's sum of cross terms), a pass over X in double (column_sums()).
 template <class C>
 class DistanceGuard {
  public:
-  DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks);
-  /// Queues: the k x d centroids c and their sum as row k of centroids(), M from cnorm and the sum, and
-  /// clears the failures.
+  /// `unit_roundoff`: of the products the distances are computed with.
+  DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks, double unit_roundoff);
+  /// Queues: the k x d centroids c and their sum as row k of centroids() (and in double in column_sums()),
+  /// M from cnorm and the sum, and clears the failures.
   void prepare(const C* c, const C* cnorm, cudaStream_t stream);
   /// (k + 1) x d row-major: the centroids, then their sum.
   const C* centroids() const noexcept { return c_aug_.data(); }
+  /// s = sum_j c_j in double (d values).
+  const double* column_sums() const noexcept { return s_.data(); }
   const double* centroid_scale() const noexcept { return scale_.data(); }
   double bound_factor() const noexcept { return factor_; }
   /// The failure counter of chunk i and the shared maximum ratio, for checked_argmin.
@@ -81,7 +92,7 @@ class DistanceGuard {
   std::int64_t d_, k_, chunks_;
   double factor_;
   DeviceBuffer<C> c_aug_;
-  DeviceBuffer<double> scale_, column_parts_;
+  DeviceBuffer<double> s_, scale_, column_parts_;
   DeviceBuffer<int> failures_;
   DeviceBuffer<unsigned> max_ratio_;
   PinnedBuffer<int> failures_host_;

@@ -366,6 +366,11 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
     const std::int64_t rows_per_range = (rows + ranges_ - 1) / ranges_;
     const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range), static_cast<unsigned>(slices));
     const std::size_t smem = stream_smem(k_, vec);
+    // The shared-memory limit is the kernel's, not this updater's: another updater (of other k or
+    // vectors) may have set it since the constructor, so it is set for this launch.
+    const void* fn = vec > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, kVecOf<T>>)
+                             : reinterpret_cast<const void*>(&stream_sums_kernel<T, 1>);
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     if (vec > 1)
       stream_sums_kernel<T, kVecOf<T>><<<grid, kThreads, smem, stream>>>(x, rows, d_, labels, weights, k_,
                                                                                rows_per_range, scale, hi, lo);

@@ -32,6 +32,17 @@ struct NearestArguments {
   std::int32_t* labels = nullptr;
   float* sq_distances = nullptr;
   Math math = Math::exact;
+  /// Out, optional: row_sums[i] = sum_j x_i.c_j, the cross terms the argmin compared, added in double (the
+  /// left side of a checksum test: it equals x_i.(sum_j c_j) up to rounding; K-means' Params::protect).
+  /// Deterministic unless the centre tiles are shared among blocks (few points: their shares are added by
+  /// atomics).
+  double* row_sums = nullptr;
+  /// Fault injection (for tests of the checksum test; only with row_sums): the cross term of point
+  /// fault_row and centre fault_col has bit fault_bit flipped before it is used; its value before and after
+  /// go to fault_values[0], [1] (device). fault_row < 0: none.
+  std::int64_t fault_row = -1, fault_col = 0;
+  int fault_bit = 0;
+  float* fault_values = nullptr;
 };
 
 /// Whether nearest() can run these arguments on ctx's device, and if not, why: pointers non-null,
