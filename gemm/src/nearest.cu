@@ -212,6 +212,24 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     // The tile is complete: acc[mt][nt][2h + c] is row 16 mt + g + 8h, column 8 nt + 2t + c of the
     // warp's part.
     const std::int64_t tile = tile_begin + step / ksteps;
+    if (kRowSums && p.fault_row >= row0 && p.fault_row < row0 + BM && p.fault_col / BN == tile) {
+      // An injected fault in this block's tile (rare, block-uniform): its holder flips the bit in place.
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+              if (row0 + wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h == p.fault_row &&
+                  tile * BN + wn * (BN / WARPS_N) + nt * 8 + 2 * tq + c == p.fault_col) {
+                float& term = acc[mt][nt][2 * h + c];
+                p.fault_values[0] = term;
+                term = __uint_as_float(__float_as_uint(term) ^ (1u << p.fault_bit));
+                p.fault_values[1] = term;
+              }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -220,27 +238,22 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
         const float xn = row0 + r < p.n ? p.xn[row0 + r] : 0.f;
         float bv = INFINITY;
         int bj = INT_MAX;
-        double rs = 0;  // this lane's share of the row's cross-term sum (for the checksum test)
+        float lane_sum = 0;  // this lane's 16 terms of the row (for the checksum test)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const std::int64_t col = tile * BN + wn * (BN / WARPS_N) + nt * 8 + 2 * tq + c;
             if (col >= p.k) continue;
-            float term = acc[mt][nt][2 * h + c];
-            if (kRowSums && row0 + r == p.fault_row && col == p.fault_col) {  // an injected fault
-              p.fault_values[0] = term;
-              term = __uint_as_float(__float_as_uint(term) ^ (1u << p.fault_bit));
-              p.fault_values[1] = term;
-            }
-            const float dist = xn + p.cn[col] - 2.f * term;
-            if (kRowSums) rs += static_cast<double>(term);
+            const float dist = xn + p.cn[col] - 2.f * acc[mt][nt][2 * h + c];
+            if (kRowSums) lane_sum += acc[mt][nt][2 * h + c];
             if (better(dist, static_cast<int>(col), bv, bj)) {
               bv = dist;
               bj = static_cast<int>(col);
             }
           }
-        if (kRowSums) {  // the lane quad's shares in a fixed order, into the slot of (row, warp column)
+        if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
+          double rs = lane_sum;
           rs += __shfl_xor_sync(0xffffffffu, rs, 1);
           rs += __shfl_xor_sync(0xffffffffu, rs, 2);
           if (tq == 0) row_sum[r * WARPS_N + wn] += rs;
