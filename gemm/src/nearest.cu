@@ -99,8 +99,9 @@ __global__ void __launch_bounds__(256) centre_halves_kernel(const float* __restr
 }
 
 /// kExact: 3xTF32 products (float accuracy); otherwise one TF32 product (Math::fast). kRowSums: also adds
-/// each point's cross terms into p.row_sums (a separate instance: the plain kernel does no such work).
-template <bool kExact, bool kRowSums>
+/// each point's cross terms into p.row_sums; kFault: and flips p's faulty term (instances of their own: the
+/// plain kernel does no such work, and the fault's code costs registers the checked kernel needs).
+template <bool kExact, bool kRowSums, bool kFault>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   constexpr int kStageSlots = stage_slots(kExact);
   extern __shared__ __align__(16) unsigned char smem[];
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     // The tile is complete: acc[mt][nt][2h + c] is row 16 mt + g + 8h, column 8 nt + 2t + c of the
     // warp's part.
     const std::int64_t tile = tile_begin + step / ksteps;
-    if (kRowSums && p.fault_row >= row0 && p.fault_row < row0 + BM && p.fault_col / BN == tile) {
+    if (kFault && p.fault_row >= row0 && p.fault_row < row0 + BM && p.fault_col / BN == tile) {
       // An injected fault in this block's tile (rare, block-uniform): its holder flips the bit in place.
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -388,10 +389,16 @@ void nearest(Context& ctx, const NearestArguments& a) {
     kernel<<<grid, kThreads, smem, stream>>>(p);
     SKINNY_CHECK_LAUNCH();
   };
-  if (exact)
-    a.row_sums ? launch(nearest_kernel<true, true>) : launch(nearest_kernel<true, false>);
-  else
-    a.row_sums ? launch(nearest_kernel<false, true>) : launch(nearest_kernel<false, false>);
+  const bool fault = a.row_sums && a.fault_row >= 0;
+  if (exact) {
+    if (fault) launch(nearest_kernel<true, true, true>);
+    else if (a.row_sums) launch(nearest_kernel<true, true, false>);
+    else launch(nearest_kernel<true, false, false>);
+  } else {
+    if (fault) launch(nearest_kernel<false, true, true>);
+    else if (a.row_sums) launch(nearest_kernel<false, true, false>);
+    else launch(nearest_kernel<false, false, false>);
+  }
   const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
   finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.n, a.labels, a.sq_distances);
   SKINNY_CHECK_LAUNCH();

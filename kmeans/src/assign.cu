@@ -132,6 +132,19 @@ __device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t
   }
 }
 
+/// The checksum test of one point (protect.hpp): its cross terms' sum against the carried x.s, within its
+/// bound; a failure adds 1 to *failures, a pass raises *max_ratio (float bits of |difference| / bound, >= 0,
+/// so an integer max orders them and is deterministic).
+__device__ __forceinline__ void check_point(double sum, double carried, double x_sq_norm, double scale, double factor,
+                                            int* failures, unsigned* max_ratio) {
+  const double ratio = fabs(sum - carried) / distance_bound(x_sq_norm, scale, factor);
+  if (!(ratio <= 1)) {  // NaN and infinity fail too
+    atomicAdd(failures, 1);
+  } else {
+    atomicMax(max_ratio, __float_as_uint(static_cast<float>(ratio)));
+  }
+}
+
 /// Counts per block in shared memory when they fit (one global atomic per cluster and block instead of
 /// one per point: 16 counters hit by 262144 points serialise otherwise).
 constexpr int kSharedCounts = 8192;
@@ -163,19 +176,6 @@ __global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ 
     argmin_row(g, k, row, k, xnorm, cnorm, labels, mindist, k <= kSharedCounts ? block_counts : counts, lane);
   }
   flush_block_counts(block_counts, k, counts);
-}
-
-/// The checksum test of one point (protect.hpp): its cross terms' sum against the carried x.s, within its
-/// bound; a failure adds 1 to *failures, a pass raises *max_ratio (float bits of |difference| / bound, >= 0,
-/// so an integer max orders them and is deterministic).
-__device__ __forceinline__ void check_point(double sum, double carried, double x_sq_norm, double scale, double factor,
-                                            int* failures, unsigned* max_ratio) {
-  const double ratio = fabs(sum - carried) / distance_bound(x_sq_norm, scale, factor);
-  if (!(ratio <= 1)) {  // NaN and infinity fail too
-    atomicAdd(failures, 1);
-  } else {
-    atomicMax(max_ratio, __float_as_uint(static_cast<float>(ratio)));
-  }
 }
 
 /// out[i] = x_i . s in double (one warp per row): the carried checksum term of the fused assignment.
@@ -233,6 +233,43 @@ __global__ void __launch_bounds__(kThreads) checked_argmin_kernel(const T* __res
 /// Few centroids: one thread per point reads its k cross terms itself (no shuffles, no idle lanes).
 constexpr int kThreadPerPointMaxK = 32;
 
+/// One thread: the nearest of k centroids from a point's cross terms gr (ties: the lowest index); its
+/// distance in `best`.
+template <class T>
+__device__ __forceinline__ int nearest_in_row(const T* __restrict__ gr, int k, T xn, const T* c_norms, T& best) {
+  best = xn + c_norms[0] - T(2) * gr[0];
+  int best_j = 0;
+  for (int j = 1; j < k; ++j) {
+    const T dist = xn + c_norms[j] - T(2) * gr[j];
+    if (dist < best) {  // strict: ties keep the lowest index
+      best = dist;
+      best_j = j;
+    }
+  }
+  return best_j;
+}
+
+/// checked_argmin for few centroids: one thread per point (as argmin_small_k_kernel), its k + 1 terms.
+template <class T>
+__global__ void __launch_bounds__(kThreads) checked_argmin_small_k_kernel(
+    const T* __restrict__ g, std::int64_t rows, int k, const T* __restrict__ xnorm, const T* __restrict__ cnorm,
+    const double* __restrict__ centroid_scale, double bound_factor, std::int32_t* __restrict__ labels,
+    T* __restrict__ mindist, int* __restrict__ failures, unsigned* __restrict__ max_ratio) {
+  __shared__ T c_norms[kThreadPerPointMaxK];
+  if (threadIdx.x < k) c_norms[threadIdx.x] = cnorm[threadIdx.x];
+  __syncthreads();
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const T* gr = g + row * (k + 1);
+  double s = 0;
+  for (int j = 0; j < k; ++j) s += static_cast<double>(gr[j]);
+  const T xn = xnorm[row];
+  check_point(s, static_cast<double>(gr[k]), static_cast<double>(xn), *centroid_scale, bound_factor, failures, max_ratio);
+  T best;
+  labels[row] = nearest_in_row(gr, k, xn, c_norms, best);
+  mindist[row] = best > T(0) ? best : T(0);
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) argmin_small_k_kernel(const T* __restrict__ g, std::int64_t rows, int k,
                                                                   const T* __restrict__ xnorm,
@@ -248,17 +285,8 @@ __global__ void __launch_bounds__(kThreads) argmin_small_k_kernel(const T* __res
   __syncthreads();
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row < rows) {
-    const T xn = xnorm[row];
-    const T* gr = g + row * k;
-    T best = xn + c_norms[0] - T(2) * gr[0];
-    int best_j = 0;
-    for (int j = 1; j < k; ++j) {
-      const T dist = xn + c_norms[j] - T(2) * gr[j];
-      if (dist < best) {  // strict: ties keep the lowest index
-        best = dist;
-        best_j = j;
-      }
-    }
+    T best;
+    const int best_j = nearest_in_row(g + row * k, k, xnorm[row], c_norms, best);
     labels[row] = best_j;
     mindist[row] = best > T(0) ? best : T(0);
     atomicAdd(block_counts + best_j, 1);
@@ -394,6 +422,12 @@ template <class T>
 void checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm,
                     const double* centroid_scale, double bound_factor, std::int32_t* labels, T* mindist, int* failures,
                     unsigned* max_ratio, cudaStream_t stream) {
+  if (k <= kThreadPerPointMaxK) {
+    checked_argmin_small_k_kernel<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        g, rows, static_cast<int>(k), xnorm, cnorm, centroid_scale, bound_factor, labels, mindist, failures, max_ratio);
+    SKINNY_CHECK_LAUNCH();
+    return;
+  }
   const unsigned blocks = std::min<unsigned>(blocks_for_warps(rows), static_cast<unsigned>(8 * multiprocessors()));
   checked_argmin_kernel<<<blocks, kThreads, 0, stream>>>(g, rows, k, xnorm, cnorm, centroid_scale, bound_factor, labels,
                                                          mindist, failures, max_ratio);

@@ -66,22 +66,29 @@ __device__ __forceinline__ __int128 wide_value(u64 hi, u64 lo) {
   return static_cast<__int128>(static_cast<long long>(hi)) * (__int128(1) << 32) + static_cast<__int128>(lo);
 }
 
-/// For each column j < d (and the weights, column d, when weighted): sum over the k clusters of the sums'
-/// values against the totals; *mismatches += 1 for each column that differs.
-__global__ void compare_column_totals(const u64* __restrict__ hi, const u64* __restrict__ lo, std::int64_t k,
-                                      std::int64_t d, const u64* __restrict__ w_hi, const u64* __restrict__ w_lo,
-                                      bool weighted, const u64* __restrict__ totals, int* __restrict__ mismatches) {
-  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j > d || (j == d && !weighted)) return;
+/// Block j: column j < d (or the weights, j = d): the sum over the k clusters of the sums' values, its
+/// threads taking clusters in turn (integer sums: any order gives the same), against the totals;
+/// *mismatches += 1 when they differ.
+__global__ void __launch_bounds__(kThreads) compare_column_totals(const u64* __restrict__ hi, const u64* __restrict__ lo,
+                                                                  std::int64_t k, std::int64_t d,
+                                                                  const u64* __restrict__ w_hi,
+                                                                  const u64* __restrict__ w_lo,
+                                                                  const u64* __restrict__ totals,
+                                                                  int* __restrict__ mismatches) {
+  __shared__ __int128 part[kThreads];
+  const std::int64_t j = blockIdx.x;
   __int128 s = 0;
-  if (j < d) {
-    for (std::int64_t c = 0; c < k; ++c) s += wide_value(hi[c * d + j], lo[c * d + j]);
-  } else {
-    for (std::int64_t c = 0; c < k; ++c) s += wide_value(w_hi[c], w_lo[c]);
+  for (std::int64_t c = threadIdx.x; c < k; c += kThreads)
+    s += j < d ? wide_value(hi[c * d + j], lo[c * d + j]) : wide_value(w_hi[c], w_lo[c]);
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
   }
   // totals: [hi][d], [lo][d], then the weights' hi, lo.
   const __int128 t = j < d ? wide_value(totals[j], totals[d + j]) : wide_value(totals[2 * d], totals[2 * d + 1]);
-  if (s != t) atomicAdd(mismatches, 1);
+  if (threadIdx.x == 0 && part[0] != t) atomicAdd(mismatches, 1);
 }
 
 }  // namespace
@@ -163,8 +170,8 @@ bool SumGuard<T>::matches(Updater<T>& u, cudaStream_t stream) {
   const u64* hi = u.sums();
   const u64* w = u.weight_sums();
   SKINNY_CUDA_TRY(cudaMemsetAsync(mismatches_.data(), 0, sizeof(int), stream));
-  compare_column_totals<<<static_cast<unsigned>((d_ + 1 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      hi, hi + k * d_, k, d_, w, w + k, weighted_, totals_.data(), mismatches_.data());
+  compare_column_totals<<<static_cast<unsigned>(d_ + (weighted_ ? 1 : 0)), kThreads, 0, stream>>>(
+      hi, hi + k * d_, k, d_, w, w + k, totals_.data(), mismatches_.data());
   SKINNY_CHECK_LAUNCH();
   mismatches_host_.copy_from_device_async(mismatches_.data(), stream);
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
