@@ -51,6 +51,7 @@ struct FitArgs {
   nb::object progress;  ///< None, or called as progress(iteration, inertia, shift, ms)
   /// Host data streams through at most this many bytes of device memory; 0: only when it does not fit.
   std::uint64_t max_gpu_memory = 0;
+  bool protect = false;  ///< Params::protect
 };
 
 gemm::Math math_from_name(const std::string& name) {
@@ -98,6 +99,7 @@ kmeans::Params params_of(const FitArgs& a) {
   p.column_copy = a.column_copy;
   p.stop_when_stable = a.stop_when_stable;
   p.math = a.math;
+  p.protect = a.protect;
   if (!a.progress.is_none()) {
     nb::object progress = a.progress;
     p.progress = [progress](const kmeans::IterationInfo& i) {
@@ -125,6 +127,16 @@ nb::dict result_dict(kmeans::Result<C>& r, std::vector<std::int32_t> labels) {
   out["distances_ms"] = r.timing.distances_iteration_ms;
   out["argmin_ms"] = r.timing.argmin_iteration_ms;
   out["update_ms"] = r.timing.update_iteration_ms;
+  if (r.protection.enabled) {
+    nb::dict protection;
+    protection["rows_verified"] = r.protection.rows_verified;
+    protection["distance_detections"] = r.protection.distance_detections;
+    protection["sum_detections"] = r.protection.sum_detections;
+    protection["max_clean_ratio"] = r.protection.max_clean_ratio;
+    out["protection"] = protection;
+  } else {
+    out["protection"] = nb::none();
+  }
   return out;
 }
 
@@ -337,21 +349,22 @@ void bind_kmeans(nb::module_& m) {
       [](const ConstMatrix& x, int k, const std::string& init, std::optional<Matrix> init_centroids, int max_iter,
          double tol, std::uint64_t seed, int n_init, const std::string& backend, bool column_copy,
          bool stop_when_stable, const std::string& math, std::optional<Weights> sample_weight, nb::object progress,
-         std::uint64_t max_gpu_memory) {
+         std::uint64_t max_gpu_memory, bool protect) {
         std::vector<double> weights;
         if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
         const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
                         stop_when_stable, math_from_name(math), std::move(weights), std::move(progress),
-                        max_gpu_memory};
+                        max_gpu_memory, protect};
         return by_any_dtype(x, [&](auto t) { return fit<typename decltype(t)::type>(x, a); });
       },
       nb::arg("x").noconvert(), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(), nb::arg("max_iter"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"), nb::arg("column_copy"),
       nb::arg("stop_when_stable"), nb::arg("math"), nb::arg("sample_weight").none(), nb::arg("progress").none(),
-      nb::arg("max_gpu_memory") = 0,
+      nb::arg("max_gpu_memory") = 0, nb::arg("protect") = false,
       "Lloyd K-means, n_init runs from seed, the lowest inertia kept; sample_weight empty or n weights. Host data "
-      "streams through the GPU (fit_host) when max_gpu_memory > 0 or when it does not fit. Returns a dict of the "
-      "result ('stream': the stream report, or None).");
+      "streams through the GPU (fit_host) when max_gpu_memory > 0 or when it does not fit. protect: checksums on "
+      "the distances and the centroid sums (Params::protect). Returns a dict of the result ('stream': the stream "
+      "report, or None; 'protection': what the checks saw, or None).");
   m.def(
       "kmeans_fit_devices",
       [](const Matrix& x, const std::vector<int>& devices, int k, const std::string& init,

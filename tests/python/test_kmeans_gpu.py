@@ -204,6 +204,21 @@ def test_numpy_input_reports_its_copy_to_the_gpu(capsys):
     np.testing.assert_array_equal(on_gpu.labels_, km.labels_)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_protected_fit_sees_no_fault_and_matches_the_plain_fit(dtype):
+    X, _ = sklearn_datasets.make_blobs(n_samples=5000, centers=6, n_features=12, random_state=4)
+    X = X.astype(dtype)
+    plain = skinny.KMeans(6, random_state=0).fit(X)
+    guarded = skinny.KMeans(6, random_state=0, protect=True).fit(X)
+    assert plain.protection_report_ is None
+    report = guarded.protection_report_
+    assert report["distance_detections"] == 0 and report["sum_detections"] == 0
+    assert report["rows_verified"] >= len(X) * guarded.n_iter_ and 0 < report["max_clean_ratio"] < 1
+    np.testing.assert_array_equal(guarded.labels_, plain.labels_)
+    with pytest.raises(ValueError, match="protect"):  # streamed fits are not protected yet
+        skinny.KMeans(6, protect=True, max_gpu_memory="1M").fit(X)
+
+
 def test_non_uniform_float_dtypes_are_converted():
     X, k = dataset("iris")
     km = skinny.KMeans(k, random_state=0).fit(X.astype(np.float16))

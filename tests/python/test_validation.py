@@ -138,6 +138,13 @@ def test_stop_when_stable_must_be_a_bool():
         skinny.KMeans(2, stop_when_stable="yes").fit(X)
 
 
+def test_protect_must_be_a_bool_and_runs_on_one_device():
+    with pytest.raises(ValueError, match="protect must be True or False"):
+        skinny.KMeans(2, protect=1).fit(X)
+    with pytest.raises(ValueError, match="protect runs on one device"):
+        skinny.KMeans(2, protect=True, devices=[0]).fit(X)
+
+
 @pytest.mark.parametrize("weights", [np.ones(19), np.ones((20, 1)), -np.ones(20), np.full(20, np.nan), np.zeros(20)])
 def test_malformed_sample_weight(weights):
     with pytest.raises(ValueError, match="sample_weight"):
