@@ -63,7 +63,10 @@ def headline(newest):
             runs.append(g)
             rows.append((f"ABFT: bit flips above the threshold corrected, {precision}",
                          f"**{g['corrected']} of {g['above_threshold']}**",
-                         f"{g['false_alarms']} false alarms in {g['clean_trials']} clean GEMMs"))
+                         f"{g['false_alarms']} false alarms in {g['clean_trials']} clean GEMMs"
+                         + (f"; {g.get('threshold_model')} threshold, detection bound "
+                            f"{g['detection_bound_over_largest_clean_difference']:.0f}x the largest clean difference"
+                            if "detection_bound_over_largest_clean_difference" in g else "")))
     print("| H100, medians | skinny | competitor, same run |")
     print("|---|---|---|")
     for r in rows:

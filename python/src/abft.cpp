@@ -206,7 +206,8 @@ class PyProtectedGemm {
     DeviceScope keep(-1);
     device_ = use_device(device);
     ctx_ = std::make_unique<Context>();
-    const abft::Threshold t{gamma, threshold};
+    // Python keeps the L1 bound its documentation describes (gamma 16) until it exposes the model.
+    const abft::Threshold t{gamma, threshold, abft::ThresholdModel::l1_bound};
     // C^T (n x m) = B^T (n x k) A^T (k x m).
     if (double_)
       f64_ = std::make_unique<abft::ProtectedGemm<double>>(*ctx_, n, m, k, algo, t);

@@ -73,14 +73,30 @@ void encode(Context& ctx, const T* a, std::int64_t m, std::int64_t n, std::int64
             T* row_checksums, T* col_checksums);
 
 /// The round-off threshold of a checksum comparison. A checksum of C = A B carried through the product
-/// and the same checksum recomputed from the computed C differ, on clean data, by rounding alone:
-/// both are sums over the k-term products, so |difference| <= gamma * u * sqrt(k + h) * S, where S is the
-/// same checksum computed on |A| |B| (the magnitude it is a sum of), h the number of terms the
-/// checksum adds (block height or width), u the unit round-off and gamma a safety factor (default 16:
-/// the errors of long sums grow like sqrt(k) u in practice, 16 sqrt(k) u is far beyond that spread).
+/// and the same checksum recomputed from the computed C differ, on clean data, by rounding alone
+/// (docs/abft-threshold.md derives both models and calibrates them):
+///   rounding: tau = gamma * sigma, sigma = u sqrt(k + h) sqrt(Q + Q_K + P + R^2): the spread of the
+///             rounding errors, which add like a random walk over the partial sums. Q is the checksum of
+///             (A o A)(B o B) (the squared products it adds up), Q_K the carried GEMM's squared terms, P the
+///             checksum of C o C and R the carried checksum (sums that drift instead of cancelling).
+///   l1_bound: tau = gamma * u sqrt(k + h) * S, S the checksum of |A| |B|: far above the rounding of data of
+///             mixed signs (about sqrt(k h) times sigma), so errors 1000x the rounding can pass unseen.
+/// h is the number of terms the checksum adds (m for column checksums, n for row checksums) and u the
+/// unit round-off of T. The rounding model needs the squares in T's range: |a b| and |c| within about
+/// [1e-19, 1e19] for float ([1e-154, 1e154] for double); a threshold that is not finite flags its check.
+enum class ThresholdModel { rounding, l1_bound };
+std::string_view to_string(ThresholdModel m);                     ///< "rounding", "l1"
+ThresholdModel threshold_model_from_name(std::string_view name);  ///< "rounding" or "l1"; throws otherwise
+
+/// The calibrated safety factor of a model for T (float or double): the rounding model's keeps every
+/// clean difference of the CPU simulations below tau with a margin; the l1 bound's is 16.
+template <class T>
+double default_gamma(ThresholdModel model);
+
 struct Threshold {
-  double gamma = 16;  ///< safety factor; raise it to trade detection of small errors for fewer false alarms
+  double gamma = 0;  ///< safety factor; 0: default_gamma<T>(model). Higher: fewer false alarms, small errors unseen
   double override_value = 0;  ///< > 0: use this absolute threshold for every comparison instead
+  ThresholdModel model = ThresholdModel::rounding;
 };
 
 /// What verification found.
@@ -97,11 +113,13 @@ struct Report {
   double error = 0;                 ///< its error (computed - corrected value)
   std::int64_t inconsistent_rows = 0, inconsistent_cols = 0;
   double max_ratio = 0;             ///< largest |difference| / threshold seen (below 1: clean)
+  double max_difference = 0;        ///< largest |carried - computed| of the plain checksums (finite ones)
 };
 
 /// C = A B (A m x k, B k x n, C m x n, all column-major, packed) through any gemm backend, carrying the
-/// full checksums of C: column checksums (e, w)^T A B and row checksums A B (e, w), plus their
-/// magnitudes from |A| and |B| for the thresholds (density: whole dimensions).
+/// full checksums of C: column checksums (e, w)^T A B and row checksums A B (e, w), plus the magnitudes
+/// their thresholds need (density: whole dimensions): the same checksums of A o A and B o B, of the carried
+/// checksums' squares and of C o C (rounding model), or of |A| and |B| (l1_bound).
 template <class T>
 class ProtectedGemm {
  public:
@@ -115,9 +133,18 @@ class ProtectedGemm {
   void multiply_unprotected(const T* a, const T* b, T* c);
   /// Smallest threshold over all comparisons: errors below it cannot be told from rounding.
   double min_threshold() const { return min_threshold_; }
-  /// Threshold of the plain (e) checksum of row i and of column j (after multiply).
-  double threshold_row(std::int64_t i) const { return row_tau_[static_cast<std::size_t>(i)]; }
-  double threshold_col(std::int64_t j) const { return col_tau_[static_cast<std::size_t>(2 * j)]; }
+  /// Largest threshold of a plain checksum: a single error above it (and the rounding) fails both its row's
+  /// and its column's check: the detection bound.
+  double max_threshold() const { return max_threshold_; }
+  /// The threshold's parameters, gamma resolved (default_gamma when given as 0).
+  const Threshold& threshold() const { return threshold_; }
+  /// Threshold of the plain (e) checksum of row i and of column j, or of the weighted (w) one (after multiply).
+  double threshold_row(std::int64_t i, bool weighted = false) const {
+    return row_tau_[static_cast<std::size_t>(weighted ? m_ + i : i)];
+  }
+  double threshold_col(std::int64_t j, bool weighted = false) const {
+    return col_tau_[static_cast<std::size_t>(2 * j + (weighted ? 1 : 0))];
+  }
 
  private:
   Context& ctx_;
@@ -128,7 +155,8 @@ class ProtectedGemm {
   struct Buffers;
   std::shared_ptr<Buffers> buf_;
   std::vector<double> row_tau_, col_tau_;
-  double min_threshold_ = 0;
+  double min_threshold_ = 0, max_threshold_ = 0;
+  void set_thresholds();  ///< from the carried checksums and the magnitudes (after multiply's GPU work)
 };
 
 /// Fault injection, reproducible from the seed.
