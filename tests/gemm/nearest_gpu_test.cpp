@@ -148,6 +148,65 @@ TEST_F(Nearest, RepeatedRunsAreBitIdentical) {
   }
 }
 
+/// row_sums (Params::protect's checksum test): each point's sum of cross terms against a double reference,
+/// the labels unchanged by asking for them, and an injected fault flipped in the term it names, in the sum too.
+TEST_F(Nearest, RowSumsAddEveryCrossTermAndAFaultShowsInThem) {
+  for (const Math math : {Math::exact, Math::fast}) {
+    const std::int64_t n = 1000, k = 300, d = 37, ld = 40;  // several centre tiles, odd sizes
+    const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ld), 31);
+    const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * ld), 32);
+    const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, ld);
+    DeviceBuffer<float> dx(x), dc(c), dxn(xn), dcn(cn), fault(2);
+    DeviceBuffer<std::int32_t> labels(static_cast<std::size_t>(n));
+    DeviceBuffer<double> sums(std::vector<double>(static_cast<std::size_t>(n), std::nan("")));
+    Context& ctx = testing::shared_context();
+    NearestArguments a;
+    a.x = dx.data();
+    a.n = n;
+    a.d = d;
+    a.ldx = ld;
+    a.c = dc.data();
+    a.k = k;
+    a.ldc = ld;
+    a.x_sq_norms = dxn.data();
+    a.c_sq_norms = dcn.data();
+    a.labels = labels.data();
+    a.math = math;
+    a.row_sums = sums.data();
+    nearest(ctx, a);
+    const std::vector<double> clean = sums.to_host();
+    const std::vector<std::int32_t> clean_labels = labels.to_host();
+    EXPECT_EQ(clean_labels, run(x, c, n, k, d, ld, ld, math).labels);
+    const double u = math == Math::exact ? 0x1p-24 : 0x1p-11;
+    for (std::int64_t i = 0; i < n; ++i) {
+      double ref = 0, mag = 0;
+      for (std::int64_t j = 0; j < k; ++j)
+        for (std::int64_t p = 0; p < d; ++p) {
+          ref += double(x[i * ld + p]) * double(c[j * ld + p]);
+          mag += std::fabs(double(x[i * ld + p]) * double(c[j * ld + p]));
+        }
+      ASSERT_NEAR(clean[std::size_t(i)], ref, 4 * u * std::sqrt(double(d + k)) * mag) << "point " << i;
+    }
+    a.fault_row = 517;
+    a.fault_col = 211;
+    a.fault_bit = 30;  // the exponent's top bit: a huge error
+    a.fault_values = fault.data();
+    ASSERT_TRUE(nearest_can_implement(ctx, a).ok);
+    nearest(ctx, a);
+    const std::vector<float> v = fault.to_host();
+    const std::vector<double> faulty = sums.to_host();
+    EXPECT_NE(v[0], v[1]);
+    // Few points: the centre tiles are shared among blocks, whose shares of a sum are added by atomics
+    // (the last bits depend on their order).
+    const double jump = double(v[1]) - double(v[0]);
+    EXPECT_NEAR(faulty[517] - clean[517], jump, 1e-9 * std::fabs(jump) + 1e-3);
+    for (std::int64_t i = 0; i < n; ++i)
+      if (i != 517) EXPECT_NEAR(clean[std::size_t(i)], faulty[std::size_t(i)], 1e-9 * (1 + std::fabs(clean[std::size_t(i)])));
+    a.fault_bit = 32;
+    EXPECT_FALSE(nearest_can_implement(ctx, a).ok);
+  }
+}
+
 TEST_F(Nearest, RefusesWhatItCannotRunAndSaysWhy) {
   Context& ctx = testing::shared_context();
   DeviceBuffer<float> buf(64);
