@@ -70,6 +70,11 @@ if has memcheck; then
     --gtest_filter='*-*SixtyFourBit*:*RecoversBlobs*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/kmeans/kmeans_init_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*SameSeed*:*KEqualsN*:*Misaligned*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
+  # Protected K-means (checked argmin, checksum row, sums' column totals) and nearest's row sums.
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/kmeans/kmeans_protect_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*SixteenBit*:*Weighted*:*InjectionNeeds*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='Nearest.RowSums*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*-*Campaign*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -12
@@ -96,6 +101,8 @@ if has racecheck; then
     --gtest_filter='*EveryEncoder*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*MatchesTheCpuReference*:*EmptyCluster*:*ManyClusters*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_protect_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*SixteenBit*:*Weighted*:*InjectionNeeds*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   # k-means||'s reduction (shared-memory block sums, warp scans).
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_init_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*SameSeed*:*KEqualsN*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
