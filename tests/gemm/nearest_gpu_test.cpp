@@ -38,6 +38,24 @@ struct Outputs {
   std::vector<float> dist;
 };
 
+/// The arguments for points x (n x d, leading dimension ldx) and centres c (k x d, ldc) with their norms.
+NearestArguments arguments(const DeviceBuffer<float>& x, const DeviceBuffer<float>& c, const DeviceBuffer<float>& xn,
+                           const DeviceBuffer<float>& cn, std::int64_t n, std::int64_t k, std::int64_t d,
+                           std::int64_t ldx, std::int64_t ldc, Math math) {
+  NearestArguments a;
+  a.x = x.data();
+  a.n = n;
+  a.d = d;
+  a.ldx = ldx;
+  a.c = c.data();
+  a.k = k;
+  a.ldc = ldc;
+  a.x_sq_norms = xn.data();
+  a.c_sq_norms = cn.data();
+  a.math = math;
+  return a;
+}
+
 /// Runs nearest on random points and centres (rows padded to ldx, ldc) with poisoned outputs.
 Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64_t n, std::int64_t k,
             std::int64_t d, std::int64_t ldx, std::int64_t ldc, Math math = Math::exact) {
@@ -47,19 +65,9 @@ Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64
   Context& ctx = testing::shared_context();
   dlabels.copy_from(std::vector<std::int32_t>(static_cast<std::size_t>(n), -7));
   ddist.copy_from(std::vector<float>(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN()));
-  NearestArguments a;
-  a.x = dx.data();
-  a.n = n;
-  a.d = d;
-  a.ldx = ldx;
-  a.c = dc.data();
-  a.k = k;
-  a.ldc = ldc;
-  a.x_sq_norms = dxn.data();
-  a.c_sq_norms = dcn.data();
+  NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ldx, ldc, math);
   a.labels = dlabels.data();
   a.sq_distances = ddist.data();
-  a.math = math;
   const Support s = nearest_can_implement(ctx, a);
   EXPECT_TRUE(s.ok) << s.reason;
   nearest(ctx, a);
@@ -160,18 +168,8 @@ TEST_F(Nearest, RowSumsAddEveryCrossTermAndAFaultShowsInThem) {
     DeviceBuffer<std::int32_t> labels(static_cast<std::size_t>(n));
     DeviceBuffer<double> sums(std::vector<double>(static_cast<std::size_t>(n), std::nan("")));
     Context& ctx = testing::shared_context();
-    NearestArguments a;
-    a.x = dx.data();
-    a.n = n;
-    a.d = d;
-    a.ldx = ld;
-    a.c = dc.data();
-    a.k = k;
-    a.ldc = ld;
-    a.x_sq_norms = dxn.data();
-    a.c_sq_norms = dcn.data();
+    NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ld, ld, math);
     a.labels = labels.data();
-    a.math = math;
     a.row_sums = sums.data();
     nearest(ctx, a);
     const std::vector<double> clean = sums.to_host();
