@@ -5,6 +5,7 @@
 # Writes OUTDIR/*.json and logs; prints a table last.
 #   PROTECT_PARTS="overhead clean campaign"       parts to run (default: all)
 #   PROTECT_BACKENDS="auto cublas tsm2"           backends of the overhead part
+#   PROTECT_SHAPES="main many"                    shapes to run
 set -uo pipefail
 out=${1:?usage: bench/protect_bench.sh OUTDIR [TRIALS]}
 trials=${2:-2000}
@@ -19,7 +20,7 @@ many=(--n 1048576 --d 128 --k 1024)
 if [[ $parts == *" overhead "* ]]; then
   # 50 iterations each: unprotected with the default path (auto) and the same backend as the protected run,
   # then protected. Medians per iteration.
-  for shape in main many; do
+  for shape in ${PROTECT_SHAPES:-main many}; do
     declare -n s=$shape
     for backend in ${PROTECT_BACKENDS:-auto cublas tsm2}; do
       "$km" "${s[@]}" --iters 50 --backend $backend --json "$out/overhead_${shape}_${backend}.json" >"$out/overhead_${shape}_${backend}.log" 2>&1
@@ -31,17 +32,22 @@ fi
 
 if [[ $parts == *" clean "* ]]; then
   # False alarms: 1000 clean protected iterations per shape (synthetic data runs all --iters).
-  "$km" "${main[@]}" --iters 1000 --protect --json "$out/clean_main.json" >"$out/clean_main.log" 2>&1
-  "$km" "${many[@]}" --iters 1000 --protect --json "$out/clean_many.json" >"$out/clean_many.log" 2>&1
+  for shape in ${PROTECT_SHAPES:-main many}; do
+    declare -n s=$shape
+    "$km" "${s[@]}" --iters 1000 --protect --json "$out/clean_$shape.json" >"$out/clean_$shape.log" 2>&1
+  done
 fi
 
 if [[ $parts == *" campaign "* ]]; then
   # Each trial is a whole fit of 10 iterations with one fault in a random iteration, from random initial
   # centroids (the same in every trial and in the clean fit; a cheap start for thousands of fits).
-  "$km" "${main[@]}" --iters 10 --init random --protect --campaign "$trials" --inject-seed 1 --json "$out/campaign_main.json" \
-    >"$out/campaign_main.log" 2>&1
-  "$km" "${many[@]}" --iters 10 --init random --protect --campaign "$trials" --inject-seed 2 --json "$out/campaign_many.json" \
-    >"$out/campaign_many.log" 2>&1
+  seed=1
+  for shape in ${PROTECT_SHAPES:-main many}; do
+    declare -n s=$shape
+    "$km" "${s[@]}" --iters 10 --init random --protect --campaign "$trials" --inject-seed $seed \
+      --json "$out/campaign_$shape.json" >"$out/campaign_$shape.log" 2>&1
+    seed=$((seed + 1))
+  done
 fi
 
 python3 - "$out" <<'EOF'

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <stdexcept>
 
 namespace skinny::kmeans::detail {
 namespace {
@@ -230,6 +231,37 @@ __global__ void __launch_bounds__(kThreads) checked_argmin_kernel(const T* __res
   }
 }
 
+/// One block per block check: its column sums and its squared norms, the threads over columns (each row
+/// read whole by the block, coalesced).
+template <class T>
+__global__ void __launch_bounds__(kThreads) block_column_totals_kernel(const T* __restrict__ x, std::int64_t n,
+                                                                       std::int64_t d, std::int64_t chunk,
+                                                                       std::int64_t blocks_per_chunk,
+                                                                       double* __restrict__ totals,
+                                                                       double* __restrict__ norms) {
+  __shared__ double part[kThreads];
+  const std::int64_t b = blockIdx.x, ci = b / blocks_per_chunk;
+  const std::int64_t r0 = ci * chunk + (b % blocks_per_chunk) * kCheckBlockRows;
+  const std::int64_t r1 = min(min(r0 + kCheckBlockRows, (ci + 1) * chunk), n);
+  double sq = 0;
+  for (std::int64_t j = threadIdx.x; j < d; j += kThreads) {
+    double s = 0;
+    for (std::int64_t i = r0; i < r1; ++i) {
+      const double v = to_double(x[i * d + j]);
+      s += v;
+      sq += v * v;
+    }
+    totals[b * d + j] = s;
+  }
+  part[threadIdx.x] = sq;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) norms[b] = part[0];
+}
+
 /// Few centroids: one thread per point reads its k cross terms itself (no shuffles, no idle lanes).
 constexpr int kThreadPerPointMaxK = 32;
 
@@ -247,6 +279,40 @@ __device__ __forceinline__ int nearest_in_row(const T* __restrict__ gr, int k, T
     }
   }
   return best_j;
+}
+
+/// block_checked_argmin: a block of kThreads (= kCheckBlockRows) points, a thread each. Each column's sum
+/// over the block in a fixed order (warps by shuffles, then the warps' sums), checked by thread j; then
+/// each thread labels its point.
+template <class T>
+__global__ void __launch_bounds__(kThreads) block_checked_argmin_kernel(
+    const T* __restrict__ g, std::int64_t rows, int k, const T* __restrict__ xnorm, const T* __restrict__ cnorm,
+    const double* __restrict__ carried, const double* __restrict__ norms, std::int64_t block0, double factor,
+    std::int32_t* __restrict__ labels, T* __restrict__ mindist, int* __restrict__ failures,
+    unsigned* __restrict__ max_ratio) {
+  static_assert(kThreads == kCheckBlockRows, "a thread per point of a block check");
+  __shared__ T c_norms[kThreadPerPointMaxK];
+  __shared__ double warp_sums[kWarpsPerBlock][kThreadPerPointMaxK];
+  if (threadIdx.x < k) c_norms[threadIdx.x] = cnorm[threadIdx.x];
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool valid = row < rows;
+  const T* gr = g + row * k;
+  for (int j = 0; j < k; ++j) {
+    const double v = warp_sum(valid ? static_cast<double>(gr[j]) : 0.0);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32][j] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < k) {
+    double s = 0;
+    for (int w = 0; w < kWarpsPerBlock; ++w) s += warp_sums[w][threadIdx.x];
+    const std::int64_t b = block0 + blockIdx.x;
+    check_point(s, carried[b * k + threadIdx.x], norms[b], sqrt(static_cast<double>(c_norms[threadIdx.x])), factor,
+                failures, max_ratio);
+  }
+  if (!valid) return;
+  T best;
+  labels[row] = nearest_in_row(gr, k, xnorm[row], c_norms, best);
+  mindist[row] = best > T(0) ? best : T(0);
 }
 
 /// checked_argmin for few centroids: one thread per point (as argmin_small_k_kernel), its k + 1 terms.
@@ -451,6 +517,26 @@ void check_points(const double* sums, const double* carried, const C* xnorm, std
   SKINNY_CHECK_LAUNCH();
 }
 
+template <class T>
+void block_column_totals(const T* x, std::int64_t n, std::int64_t d, std::int64_t chunk, double* totals, double* norms,
+                         cudaStream_t stream) {
+  const std::int64_t per_chunk = (chunk + kCheckBlockRows - 1) / kCheckBlockRows;
+  const std::int64_t blocks = (n + chunk - 1) / chunk * per_chunk;
+  block_column_totals_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, d, chunk, per_chunk, totals,
+                                                                                   norms);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+void block_checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm,
+                          const double* carried, const double* norms, std::int64_t block0, double factor,
+                          std::int32_t* labels, T* mindist, int* failures, unsigned* max_ratio, cudaStream_t stream) {
+  if (k > kThreadPerPointMaxK) throw std::logic_error("block_checked_argmin: k > 32");
+  block_checked_argmin_kernel<<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      g, rows, static_cast<int>(k), xnorm, cnorm, carried, norms, block0, factor, labels, mindist, failures, max_ratio);
+  SKINNY_CHECK_LAUNCH();
+}
+
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream) {
   const int sms = multiprocessors();
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 2LL * sms));
@@ -516,6 +602,9 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
                                std::int32_t*, T*, int*, unsigned*, cudaStream_t);                               \
   template void check_points(const double*, const double*, const T*, std::int64_t, const double*, double, int*,  \
                              unsigned*, cudaStream_t);                                                          \
+  template void block_checked_argmin(const T*, std::int64_t, std::int64_t, const T*, const T*, const double*,    \
+                                     const double*, std::int64_t, double, std::int32_t*, T*, int*, unsigned*,   \
+                                     cudaStream_t);                                                             \
   template double sum(const T*, std::int64_t, cudaStream_t, const double*);                                     \
   template void sum_into(const T*, std::int64_t, double*, cudaStream_t, const double*);                         \
   template void min_distance_update(double*, const T*, std::int64_t, const T*, T, std::int64_t, bool, cudaStream_t); \
@@ -528,7 +617,9 @@ SKINNY_KMEANS_ASSIGN(double)
   template void row_sq_norms(const T*, std::int64_t, std::int64_t, compute_t<T>*, cudaStream_t);                \
   template void label_sq_distances(const T*, std::int64_t, std::int64_t, const compute_t<T>*,                   \
                                    const std::int32_t*, compute_t<T>*, cudaStream_t);                           \
-  template void row_dots(const T*, std::int64_t, std::int64_t, const double*, double*, cudaStream_t);
+  template void row_dots(const T*, std::int64_t, std::int64_t, const double*, double*, cudaStream_t);            \
+  template void block_column_totals(const T*, std::int64_t, std::int64_t, std::int64_t, double*, double*,        \
+                                    cudaStream_t);
 SKINNY_KMEANS_ELEMENT(float)
 SKINNY_KMEANS_ELEMENT(double)
 SKINNY_KMEANS_ELEMENT(__half)

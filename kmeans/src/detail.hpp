@@ -98,6 +98,25 @@ void checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnor
                     const double* centroid_scale, double bound_factor, std::int32_t* labels, T* mindist, int* failures,
                     unsigned* max_ratio, cudaStream_t stream);
 
+/// Rows of a block check (protect.hpp): the points of one block of block_checked_argmin.
+constexpr std::int64_t kCheckBlockRows = 256;
+
+/// For block checks: X in chunks of `chunk` rows, each chunk in blocks of kCheckBlockRows rows (the last
+/// ones shorter); block b = chunk index x blocks per chunk + block within the chunk. totals (blocks x d):
+/// each block's column sums; norms (blocks): the sum of its points' squared norms; in double.
+template <class T>
+void block_column_totals(const T* x, std::int64_t n, std::int64_t d, std::int64_t chunk, double* totals, double* norms,
+                         cudaStream_t stream);
+
+/// argmin for k <= 32 with block checks (protect.hpp): g (rows x k) holds a chunk's terms; for each block
+/// of kCheckBlockRows of its rows (global block block0 + its index) and each centroid j, sum_i g_ij must
+/// equal carried[b * k + j] (the block's column totals . c_j) within factor sqrt(norms[b]) |c_j| (|c_j|^2:
+/// cnorm). Failures and the largest passing ratio as checked_argmin; labels and mindist as argmin.
+template <class T>
+void block_checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnorm, const T* cnorm,
+                          const double* carried, const double* norms, std::int64_t block0, double factor,
+                          std::int32_t* labels, T* mindist, int* failures, unsigned* max_ratio, cudaStream_t stream);
+
 /// out[i] = x_i . s in double for the n x d rows of x (s: d doubles): the carried checksum term where the
 /// distances are fused with the argmin (gemm::nearest returns each point's sum of cross terms).
 template <class T>

@@ -189,6 +189,9 @@ struct Assigner {
         row_sums = DeviceBuffer<double>(static_cast<std::size_t>(n));
         carried = DeviceBuffer<double>(static_cast<std::size_t>(n));
         fault_values = DeviceBuffer<float>(2);
+      } else if (k <= detail::kFewClustersMax) {  // block checks: the GEMM keeps its k columns
+        guard->set_blocks(x, n, rows, c.stream());
+        g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
       } else {  // x.s is one more column of the GEMM
         g = DeviceBuffer<C>(static_cast<std::size_t>(rows * (k + 1)));
       }
@@ -250,6 +253,7 @@ struct Assigner {
   void run_protected(const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels, C* mindist, int* counts) {
     const cudaStream_t stream = ctx.stream();
     guard->prepare(c, cnorm, stream);
+    if (guard->blocks()) guard->carry_blocks(ctx, c);
     const std::int64_t chunks = (n + rows - 1) / rows;
     const std::int64_t faulty_chunk =
         injection ? static_cast<std::int64_t>(splitmix64(injection->seed) % static_cast<std::uint64_t>(chunks)) : -1;
@@ -269,12 +273,21 @@ struct Assigner {
           return;
         }
       }
-      gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(guard->centroids(), d, k + 1), gemm::row_major(g.data(), m, k + 1)},
-                 backend);
-      if (faulty) inject(r0, m, xnorm);
-      if (timed) events[e++]->record(stream);
-      detail::checked_argmin(g.data(), m, k, xnorm + r0, cnorm, guard->centroid_scale(), guard->bound_factor(),
-                             labels + r0, mindist + r0, guard->failures(ci), guard->max_ratio(), stream);
+      if (guard->blocks()) {
+        gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
+        if (faulty) inject(r0, m, ci, xnorm, cnorm);
+        if (timed) events[e++]->record(stream);
+        detail::block_checked_argmin(g.data(), m, k, xnorm + r0, cnorm, guard->carried_blocks(), guard->block_norms(),
+                                     ci * guard->blocks_per_chunk(), guard->block_factor(), labels + r0, mindist + r0,
+                                     guard->failures(ci), guard->max_ratio(), stream);
+      } else {
+        gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(guard->centroids(), d, k + 1), gemm::row_major(g.data(), m, k + 1)},
+                   backend);
+        if (faulty) inject(r0, m, ci, xnorm, cnorm);
+        if (timed) events[e++]->record(stream);
+        detail::checked_argmin(g.data(), m, k, xnorm + r0, cnorm, guard->centroid_scale(), guard->bound_factor(),
+                               labels + r0, mindist + r0, guard->failures(ci), guard->max_ratio(), stream);
+      }
       if (report) report->rows_verified += m;
     };
     if (fused) detail::row_dots(x, n, d, guard->column_sums(), carried.data(), stream);
@@ -323,20 +336,38 @@ struct Assigner {
       gemm::nearest(ctx, na);
       if (faulty) {
         const std::vector<float> v = fault_values.to_host();
-        record_fault(r0 + na.fault_row, na.fault_col, na.fault_bit, v[0], v[1], xnorm);
+        record_fault(r0 + na.fault_row, na.fault_col, na.fault_bit, v[0], v[1], point_bound(r0 + na.fault_row, xnorm));
       }
     }
   }
 
-  /// Params::inject into the GEMM's terms: one bit of one term (or checksum term) of the chunk at r0.
-  void inject(std::int64_t r0, std::int64_t m, const C* xnorm) {
-    const detail::FlippedBit f = detail::flip_random_bit(g.data(), m * (k + 1), injection->seed, ctx.stream());
-    record_fault(r0 + f.index / (k + 1), f.index % (k + 1), f.bit, f.before, f.after, xnorm);
+  /// Params::inject into the GEMM's terms: one bit of one term (or checksum term) of chunk ci, at r0.
+  void inject(std::int64_t r0, std::int64_t m, std::int64_t ci, const C* xnorm, const C* cnorm) {
+    const std::int64_t ldg = guard->blocks() ? k : k + 1;
+    const detail::FlippedBit f = detail::flip_random_bit(g.data(), m * ldg, injection->seed, ctx.stream());
+    const std::int64_t row = f.index / ldg, col = f.index % ldg;
+    double bound = 0;
+    if (guard->blocks()) {  // the bound of the check of the term's block and column
+      C c_sq = 0;
+      SKINNY_CUDA_TRY(cudaMemcpyAsync(&c_sq, cnorm + col, sizeof c_sq, cudaMemcpyDeviceToHost, ctx.stream()));
+      bound = guard->block_bound(ci * guard->blocks_per_chunk() + row / detail::kCheckBlockRows, static_cast<double>(c_sq),
+                                 ctx.stream());  // waits for the copy too
+    } else {
+      bound = point_bound(r0 + row, xnorm);
+    }
+    record_fault(r0 + row, col, f.bit, f.before, f.after, bound);
   }
 
-  /// The injected fault into the report, with the bound of its point's check.
-  void record_fault(std::int64_t row, std::int64_t col, int bit, double before, double after, const C* xnorm) {
-    const cudaStream_t stream = ctx.stream();
+  /// The bound of point `row`'s check (waits for the stream).
+  double point_bound(std::int64_t row, const C* xnorm) {
+    C x_sq = 0;
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(&x_sq, xnorm + row, sizeof x_sq, cudaMemcpyDeviceToHost, ctx.stream()));
+    const double scale = guard->centroid_scale_now(ctx.stream());  // waits for the copy too
+    return detail::distance_bound(static_cast<double>(x_sq), scale, guard->bound_factor());
+  }
+
+  /// The injected fault into the report, with the bound of the check that sees it.
+  void record_fault(std::int64_t row, std::int64_t col, int bit, double before, double after, double bound) {
     report->injected = true;
     report->target = FaultTarget::distances;
     report->row = row;
@@ -344,10 +375,7 @@ struct Assigner {
     report->bit = bit;
     report->before = before;
     report->after = after;
-    C x_sq = 0;
-    SKINNY_CUDA_TRY(cudaMemcpyAsync(&x_sq, xnorm + report->row, sizeof x_sq, cudaMemcpyDeviceToHost, stream));
-    const double scale = guard->centroid_scale_now(stream);  // waits for the copy too
-    report->bound = detail::distance_bound(static_cast<double>(x_sq), scale, guard->bound_factor());
+    report->bound = bound;
   }
 
   /// GPU milliseconds of the last run in the GEMMs and in the argmins (waits for it).
@@ -575,7 +603,8 @@ class Lloyd {
 
 }  // namespace
 
-/// Throws std::invalid_argument unless the backend can compute the protected distances: k + 1 columns.
+/// Throws std::invalid_argument unless the backend can compute the protected distances of many clusters:
+/// k + 1 columns (few clusters keep k: block checks).
 template <class T>
 void check_protected_shape(std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend) {
   using C = compute_t<T>;
@@ -591,7 +620,7 @@ template <class T>
 Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
                          const std::vector<compute_t<T>>& initial_centroids, const std::vector<double>& sample_weight) {
   check_shape(x, n, d, params.k, params.backend);
-  if (params.protect) check_protected_shape<T>(n, d, params.k, params.backend);
+  if (params.protect && params.k > detail::kFewClustersMax) check_protected_shape<T>(n, d, params.k, params.backend);
   check_params(params);
   check_weights(sample_weight, n);
   if (params.init == Init::given) detail::check_centroids(initial_centroids, params.k, d);

@@ -4,7 +4,11 @@
 #include "protect.hpp"
 
 #include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/gemm.hpp>
 #include <skinny/gemm/splitmix64.hpp>
+
+#include <thrust/copy.h>
+#include <thrust/execution_policy.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -101,7 +105,7 @@ DistanceGuard<C>::DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chu
       c_aug_(static_cast<std::size_t>((k + 1) * d)), s_(static_cast<std::size_t>(d)), scale_(1),
       column_parts_(static_cast<std::size_t>((k + kCentroidPiece - 1) / kCentroidPiece * d)),
       failures_(static_cast<std::size_t>(chunks)), max_ratio_(1), failures_host_(static_cast<std::size_t>(chunks)),
-      max_ratio_host_(1) {
+      max_ratio_host_(1), unit_roundoff_(unit_roundoff) {
   SKINNY_CUDA_TRY(cudaMemset(max_ratio_.data(), 0, sizeof(unsigned)));
   SKINNY_CUDA_TRY(cudaMemset(failures_.data(), 0, failures_.bytes()));
 }
@@ -141,6 +145,44 @@ double DistanceGuard<C>::centroid_scale_now(cudaStream_t stream) const {
   SKINNY_CUDA_TRY(cudaMemcpyAsync(&m, scale_.data(), sizeof m, cudaMemcpyDeviceToHost, stream));
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
   return m;
+}
+
+template <class C>
+template <class T>
+void DistanceGuard<C>::set_blocks(const T* x, std::int64_t n, std::int64_t chunk, cudaStream_t stream) {
+  blocks_per_chunk_ = (chunk + kCheckBlockRows - 1) / kCheckBlockRows;
+  block_count_ = (n + chunk - 1) / chunk * blocks_per_chunk_;
+  block_factor_ = distance_bound_factor(d_, kCheckBlockRows, unit_roundoff_);
+  block_totals_ = DeviceBuffer<double>(static_cast<std::size_t>(block_count_ * d_));
+  block_norms_ = DeviceBuffer<double>(static_cast<std::size_t>(block_count_));
+  carried_blocks_ = DeviceBuffer<double>(static_cast<std::size_t>(block_count_ * k_));
+  if (!std::is_same_v<C, double>) c_double_ = DeviceBuffer<double>(static_cast<std::size_t>(k_ * d_));
+  block_column_totals(x, n, d_, chunk, block_totals_.data(), block_norms_.data(), stream);
+}
+
+template <class C>
+void DistanceGuard<C>::carry_blocks(Context& ctx, const C* c) {
+  const double* cd = nullptr;
+  if constexpr (std::is_same_v<C, double>) {
+    cd = c;
+  } else {
+    thrust::copy(thrust::cuda::par_nosync.on(ctx.stream()), c, c + k_ * d_, c_double_.data());
+    SKINNY_CHECK_LAUNCH();
+    cd = c_double_.data();
+  }
+  gemm::gemm(ctx,
+             gemm::Arguments<double>{gemm::row_major<const double>(block_totals_.data(), block_count_, d_),
+                                     gemm::col_major<const double>(cd, d_, k_),
+                                     gemm::row_major(carried_blocks_.data(), block_count_, k_)},
+             gemm::Algo::cublas);
+}
+
+template <class C>
+double DistanceGuard<C>::block_bound(std::int64_t block, double c_sq_norm, cudaStream_t stream) const {
+  double norm = 0;
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(&norm, block_norms_.data() + block, sizeof norm, cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return distance_bound(norm, std::sqrt(c_sq_norm), block_factor_);
 }
 
 // ------------------------------------------------------------------------------------------------ sums
@@ -204,6 +246,10 @@ FlippedBit flip_random_bit(V* values, std::int64_t count, std::uint64_t seed, cu
 
 template class DistanceGuard<float>;
 template class DistanceGuard<double>;
+template void DistanceGuard<float>::set_blocks(const float*, std::int64_t, std::int64_t, cudaStream_t);
+template void DistanceGuard<float>::set_blocks(const __half*, std::int64_t, std::int64_t, cudaStream_t);
+template void DistanceGuard<float>::set_blocks(const __nv_bfloat16*, std::int64_t, std::int64_t, cudaStream_t);
+template void DistanceGuard<double>::set_blocks(const double*, std::int64_t, std::int64_t, cudaStream_t);
 template class SumGuard<float>;
 template class SumGuard<double>;
 template class SumGuard<__half>;

@@ -15,6 +15,7 @@
 // bit of any word is seen, with no false alarm. An update whose sums differ is accumulated again.
 #pragma once
 
+#include <skinny/gemm/context.hpp>
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/host_device.hpp>
 #include <skinny/gemm/pinned_buffer.hpp>
@@ -88,6 +89,23 @@ class DistanceGuard {
   /// M of the current centroids (waits for the stream).
   double centroid_scale_now(cudaStream_t stream) const;
 
+  /// Block checks, for few clusters on the GEMM path, where a checksum column would cost the tall-skinny
+  /// GEMM a second pass (17 columns: TSM2's tensor-core kernels take 16 per pass): the column sums of each
+  /// block of kCheckBlockRows points, sum_i x_i . c_j = (sum_i x_i) . c_j. X's side is fixed for the fit:
+  /// its block totals and norms are computed once here, for chunks of `chunk` rows.
+  template <class T>
+  void set_blocks(const T* x, std::int64_t n, std::int64_t chunk, cudaStream_t stream);
+  bool blocks() const noexcept { return block_count_ > 0; }
+  std::int64_t blocks_per_chunk() const noexcept { return blocks_per_chunk_; }
+  /// Queues carried_blocks() = the block totals . c_j for the k x d centroids c (a GEMM in double).
+  void carry_blocks(Context& ctx, const C* c);
+  const double* carried_blocks() const noexcept { return carried_blocks_.data(); }
+  const double* block_norms() const noexcept { return block_norms_.data(); }
+  /// kappa u sqrt(d + kCheckBlockRows): a block check's bound is this times sqrt(block norm) |c_j|.
+  double block_factor() const noexcept { return block_factor_; }
+  /// The bound of block `block`'s check of a centroid with squared norm c_sq_norm (waits for the stream).
+  double block_bound(std::int64_t block, double c_sq_norm, cudaStream_t stream) const;
+
  private:
   std::int64_t d_, k_, chunks_;
   double factor_;
@@ -98,6 +116,10 @@ class DistanceGuard {
   PinnedBuffer<int> failures_host_;
   PinnedBuffer<unsigned> max_ratio_host_;
   double max_clean_ratio_ = 0;
+  double unit_roundoff_;
+  std::int64_t block_count_ = 0, blocks_per_chunk_ = 0;
+  double block_factor_ = 0;
+  DeviceBuffer<double> block_totals_, block_norms_, carried_blocks_, c_double_;
 };
 
 /// The exact checks of the centroid sums: the column totals of all n points (and their total weight)

@@ -1,6 +1,7 @@
 // The distance check of Params::protect on the CPU: float GEMMs simulated in two summation orders (one
 // running sum, and 32-term pieces added at the end as a tiled GPU kernel does) over several kinds of data
 // and shapes. Clean rounding stays below the bound with a margin; an error above it is seen.
+#include "../../kmeans/src/detail.hpp"
 #include "../../kmeans/src/protect.hpp"
 
 #include <gtest/gtest.h>
@@ -95,6 +96,49 @@ TEST(ProtectBound, CleanRoundingStaysWellBelowTheBound) {
         }
   std::printf("largest clean |difference| / bound: %.3g (kappa %.3g)\n", worst, kDistanceKappa);
   // The bound is not loose beyond use: somewhere clean rounding comes within 100x of it.
+  EXPECT_GT(worst, 0.01);
+}
+
+/// Block checks (few clusters on the GEMM path): a block of kCheckBlockRows points, column j: the sum of
+/// its float terms (in double) against (sum of its points in double) . c_j, relative to the block's bound.
+double block_ratio(Data kind, std::int64_t d, std::int64_t k, bool pieces, std::uint64_t seed) {
+  constexpr std::int64_t rows = kCheckBlockRows;
+  std::mt19937_64 rng(seed);
+  const std::vector<float> x = draw(kind, rows * d, rng), c = draw(kind, k * d, rng);
+  std::vector<double> totals(static_cast<std::size_t>(d), 0.0);
+  double norms = 0;
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t l = 0; l < d; ++l) {
+      const double v = x[static_cast<std::size_t>(i * d + l)];
+      totals[static_cast<std::size_t>(l)] += v;
+      norms += v * v;
+    }
+  const double factor = distance_bound_factor(d, kCheckBlockRows, unit_roundoff<float>());
+  double worst = 0;
+  for (std::int64_t j = 0; j < k; ++j) {
+    const float* cj = c.data() + j * d;
+    double sum = 0, carried = 0, c_sq = 0;
+    for (std::int64_t i = 0; i < rows; ++i) sum += dot(x.data() + i * d, cj, d, pieces);
+    for (std::int64_t l = 0; l < d; ++l) {
+      carried += totals[static_cast<std::size_t>(l)] * cj[l];
+      c_sq += double(cj[l]) * cj[l];
+    }
+    worst = std::max(worst, std::fabs(sum - carried) / distance_bound(norms, std::sqrt(c_sq), factor));
+  }
+  return worst;
+}
+
+TEST(ProtectBound, BlockChecksStayWellBelowTheirBound) {
+  double worst = 0;
+  std::uint64_t seed = 100;
+  for (Data kind : {Data::centred, Data::positive, Data::offset_normal, Data::mixed_magnitudes})
+    for (std::int64_t d : {1, 3, 17, 128, 1000})
+      for (bool pieces : {false, true}) {
+        const double r = block_ratio(kind, d, 16, pieces, seed++);
+        EXPECT_LT(r, 0.5) << "kind " << int(kind) << " d " << d << " pieces " << pieces;
+        worst = std::max(worst, r);
+      }
+  std::printf("block checks: largest clean |difference| / bound: %.3g\n", worst);
   EXPECT_GT(worst, 0.01);
 }
 
