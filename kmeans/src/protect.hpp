@@ -8,7 +8,8 @@
 // is about u sqrt(d) |x_i| |s|. So the bound of point i is
 //     kappa * u * sqrt(d + k) * |x_i| * M,     M = sqrt(sum_j |c_j|^2) + |s|,
 // with kappa calibrated on the GPU (kDistanceKappa; docs/fault-tolerant-kmeans.md). A chunk with a point
-// over its bound is recomputed before the update reads its labels.
+// over its bound is recomputed before the update reads its labels. For few clusters on the GEMM path the
+// checks run on blocks of points instead (DistanceGuard::set_blocks), so that the GEMM keeps its k columns.
 //
 // Sums. The centroid sums are exact integers (fixed_point.hpp), so their column sums over the clusters
 // must equal the column totals of X (and the weight sums the total weight) exactly: any change of any

@@ -66,7 +66,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     protect : bool, default False
         Algorithm-based fault tolerance (not in scikit-learn): every point's distances are verified against a
         checksum computed in the same pass (a chunk that fails is recomputed before its labels are used), and
-        the centroid sums against X's column totals, exactly. About 9-13 % more time per iteration (H100,
+        the centroid sums against X's column totals, exactly. About 4-9 % more time per iteration (H100,
         docs/fault-tolerant-kmeans.md). One device, X in its memory (not with ``devices`` or a streamed fit).
     devices : None, int or sequence of int, default None
         CUDA devices to fit on (not in scikit-learn). None: the current device (or a CUDA array's own).

@@ -134,10 +134,11 @@ struct Params {
   std::function<void(const InitProgress&)> init_progress;
   /// Algorithm-based fault tolerance (protect.cu): the distance GEMM carries a checksum centroid (the sum
   /// of the centroids), each point's cross terms are verified against it before the argmin uses them,
-  /// within a rounding-level bound, and a chunk that fails is recomputed; the centroid sums are verified
-  /// exactly against the column totals of X (integer sums) and recomputed when they differ. The
-  /// distances then always run through a GEMM (not the fused nearest kernel). fit only (not fit_host,
-  /// fit_distributed).
+  /// within a rounding-level bound (few clusters: each block of 256 points' column sums against the
+  /// block's point totals, fixed per fit, times the centroids), and a chunk that fails is recomputed; the centroid sums are verified
+  /// exactly against the column totals of X (integer sums) and recomputed when they differ. Where the
+  /// distances are fused with the argmin (gemm::nearest), the kernel returns each point's sum of terms and
+  /// x.s comes from a pass over X. fit only (not fit_host, fit_distributed).
   bool protect = false;
   /// One fault to inject (needs protect, so that the fault is reported).
   FaultInjection inject;
