@@ -1,5 +1,6 @@
 // Norms, the fused argmin + inertia + counts of the assignment step, and small reductions.
 #include "detail.hpp"
+#include "column_pieces.cuh"
 #include "element.cuh"
 #include "protect.hpp"
 
@@ -71,33 +72,6 @@ __global__ void label_sq_distances_kernel(const T* __restrict__ x, std::int64_t 
   }
   s = warp_sum(s);
   if (lane == 0) out[row] = static_cast<C>(s);
-}
-
-/// part[piece][j] = sum over this piece's rows of f(x_ij); pieces are fixed row ranges, so the order of
-/// every sum is fixed. f(x) = x (pass 1) or (x - mean_j)^2 (pass 2).
-template <class T>
-__global__ void column_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, std::int64_t rows_per_piece,
-                                   const double* __restrict__ mean, double* __restrict__ part) {
-  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * rows_per_piece;
-  const std::int64_t r1 = r0 + rows_per_piece < n ? r0 + rows_per_piece : n;
-  double s = 0;
-  const double m = mean ? mean[j] : 0.0;
-  for (std::int64_t i = r0; i < r1; ++i) {
-    const double v = to_double(x[i * d + j]) - m;
-    s += mean ? v * v : v;
-  }
-  part[static_cast<std::int64_t>(blockIdx.y) * d + j] = s;
-}
-
-__global__ void add_pieces_kernel(const double* __restrict__ part, std::int64_t pieces, std::int64_t d, double scale,
-                                  double* __restrict__ out) {
-  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  double s = 0;
-  for (std::int64_t p = 0; p < pieces; ++p) s += part[p * d + j];
-  out[j] = s * scale;
 }
 
 /// One warp: the nearest centroid of point `row`, whose k cross terms start at g + row * ldg; counts
