@@ -43,6 +43,20 @@ std::int64_t wide_rows(std::int64_t n, std::int64_t d) {
   return std::min(n, std::max(kWideMinRows, kWideBytes / (padded_row(d) * std::int64_t(sizeof(float)))));
 }
 
+/// The distance GEMM of a chunk of the n x d points X with `columns` centroid columns (k, or k + 1 with
+/// a checksum column), as the backends are asked whether they can run it: 16-bit data runs on rows
+/// widened to float (in a buffer of ours, aligned and padded).
+template <class T>
+gemm::Arguments<compute_t<T>> distance_probe(const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                                             std::int64_t columns) {
+  using C = compute_t<T>;
+  const std::int64_t rows = chunk_rows(n, k, sizeof(C));
+  const C* a = detail::is_16bit<T> ? placeholder<C>() : reinterpret_cast<const C*>(x);
+  const std::int64_t lda = detail::is_16bit<T> ? padded_row(d) : d;
+  return {gemm::row_major<const C>(a, rows, d, lda), gemm::col_major<const C>(placeholder<C>(), d, columns),
+          gemm::row_major(placeholder<C>(), rows, columns)};
+}
+
 /// Throws std::invalid_argument unless (x, n, d, k, backend) is a problem fit and predict can run.
 template <class T>
 void check_shape(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend) {
@@ -55,14 +69,7 @@ void check_shape(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gem
   if (k < 1 || k > n)
     throw std::invalid_argument("kmeans: need 1 <= k <= n (got k = " + std::to_string(k) + ", n = " +
                                 std::to_string(n) + ")");
-  // 16-bit data runs its distances on rows widened to float (in a buffer of ours, aligned and padded).
-  using C = compute_t<T>;
-  const std::int64_t rows = chunk_rows(n, k, sizeof(C));
-  const C* a = detail::is_16bit<T> ? placeholder<C>() : reinterpret_cast<const C*>(x);
-  const std::int64_t lda = detail::is_16bit<T> ? padded_row(d) : d;
-  const gemm::Arguments<C> probe{gemm::row_major<const C>(a, rows, d, lda), gemm::col_major<const C>(placeholder<C>(), d, k),
-                                 gemm::row_major(placeholder<C>(), rows, k)};
-  const gemm::Support s = gemm::can_implement(backend, probe);
+  const gemm::Support s = gemm::can_implement(backend, distance_probe(x, n, d, k, k));
   if (!s) throw std::invalid_argument("kmeans: backend cannot compute the distances: " + s.reason);
 }
 
@@ -184,12 +191,15 @@ struct Assigner {
     if (protect) {
       // One TF32 product per term in the fused kernel's fast mode; float or double arithmetic elsewhere.
       const double u = fused && math == gemm::Math::fast ? detail::kTf32Roundoff : detail::unit_roundoff<C>();
-      guard = std::make_unique<detail::DistanceGuard<C>>(d, k, chunks, u);
-      if (fused) {  // the kernel returns each point's sum of terms; x.s comes from a pass in double
+      const detail::Carry carry = fused                           ? detail::Carry::pass
+                                  : k <= detail::kFewClustersMax ? detail::Carry::blocks
+                                                                  : detail::Carry::column;
+      guard = std::make_unique<detail::DistanceGuard<C>>(d, k, chunks, u, carry);
+      if (carry == detail::Carry::pass) {  // the kernel returns each point's sum of terms
         row_sums = DeviceBuffer<double>(static_cast<std::size_t>(n));
         carried = DeviceBuffer<double>(static_cast<std::size_t>(n));
         fault_values = DeviceBuffer<float>(2);
-      } else if (k <= detail::kFewClustersMax) {  // block checks: the GEMM keeps its k columns
+      } else if (carry == detail::Carry::blocks) {  // the GEMM keeps its k columns
         guard->set_blocks(x, n, rows, c.stream());
         g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
       } else {  // x.s is one more column of the GEMM
@@ -252,8 +262,7 @@ struct Assigner {
   /// repeat), and the counts come from the verified labels.
   void run_protected(const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels, C* mindist, int* counts) {
     const cudaStream_t stream = ctx.stream();
-    guard->prepare(c, cnorm, stream);
-    if (guard->blocks()) guard->carry_blocks(ctx, c);
+    guard->prepare(ctx, c, cnorm);
     const std::int64_t chunks = (n + rows - 1) / rows;
     const std::int64_t faulty_chunk =
         injection ? static_cast<std::int64_t>(splitmix64(injection->seed) % static_cast<std::uint64_t>(chunks)) : -1;
@@ -606,13 +615,8 @@ class Lloyd {
 /// Throws std::invalid_argument unless the backend can compute the protected distances of many clusters:
 /// k + 1 columns (few clusters keep k: block checks).
 template <class T>
-void check_protected_shape(std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend) {
-  using C = compute_t<T>;
-  const std::int64_t rows = chunk_rows(n, k, sizeof(C));
-  const gemm::Arguments<C> probe{gemm::row_major<const C>(placeholder<C>(), rows, d, detail::is_16bit<T> ? padded_row(d) : d),
-                                 gemm::col_major<const C>(placeholder<C>(), d, k + 1),
-                                 gemm::row_major(placeholder<C>(), rows, k + 1)};
-  const gemm::Support s = gemm::can_implement(backend, probe);
+void check_protected_shape(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend) {
+  const gemm::Support s = gemm::can_implement(backend, distance_probe(x, n, d, k, k + 1));
   if (!s) throw std::invalid_argument("kmeans: backend cannot compute the protected distances (k + 1 columns): " + s.reason);
 }
 
@@ -620,7 +624,7 @@ template <class T>
 Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
                          const std::vector<compute_t<T>>& initial_centroids, const std::vector<double>& sample_weight) {
   check_shape(x, n, d, params.k, params.backend);
-  if (params.protect && params.k > detail::kFewClustersMax) check_protected_shape<T>(n, d, params.k, params.backend);
+  if (params.protect && params.k > detail::kFewClustersMax) check_protected_shape(x, n, d, params.k, params.backend);
   check_params(params);
   check_weights(sample_weight, n);
   if (params.init == Init::given) detail::check_centroids(initial_centroids, params.k, d);
@@ -660,12 +664,7 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
   check_shape(x, n, d, k, backend);
   if (few_clusters_assignment<T>(k, backend)) return "few-clusters";
   if (fused_assignment(ctx, x, n, d, k, backend, math)) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
-  using C = compute_t<T>;
-  const std::int64_t rows = chunk_rows(n, k, sizeof(C));
-  const C* a = detail::is_16bit<T> ? placeholder<C>() : reinterpret_cast<const C*>(x);
-  return std::string(gemm::to_string(gemm::choose(
-      ctx, gemm::Arguments<C>{gemm::row_major<const C>(a, rows, d, detail::is_16bit<T> ? padded_row(d) : d),
-                              gemm::col_major<const C>(placeholder<C>(), d, k), gemm::row_major(placeholder<C>(), rows, k)})));
+  return std::string(gemm::to_string(gemm::choose(ctx, distance_probe(x, n, d, k, k))));
 }
 
 template <class T>
@@ -716,10 +715,7 @@ void check_fit_params(const Params& p) { check_params(p); }
 
 template <class T>
 void check_distance_backend(const T* x, std::int64_t rows, std::int64_t d, std::int64_t k, gemm::Algo backend) {
-  const std::int64_t chunk = chunk_rows(rows, k, sizeof(T));
-  const gemm::Arguments<T> probe{gemm::row_major<const T>(x, chunk, d), gemm::col_major<const T>(placeholder<T>(), d, k),
-                                 gemm::row_major(placeholder<T>(), chunk, k)};
-  const gemm::Support s = gemm::can_implement(backend, probe);
+  const gemm::Support s = gemm::can_implement(backend, distance_probe(x, rows, d, k, k));
   if (!s) throw std::invalid_argument("kmeans: backend cannot compute the distances: " + s.reason);
 }
 

@@ -35,8 +35,8 @@ __global__ void centroid_column_parts(const C* __restrict__ c, std::int64_t k, s
   part[static_cast<std::int64_t>(blockIdx.y) * d + j] = s;
 }
 
-/// One block: s = the column sums (from the pieces) into s_out and, rounded, row k of c_aug; and
-/// scale = sqrt(sum_j cnorm_j) + |s|.
+/// One block: s = the column sums (from the pieces) into s_out and, rounded, row k of c_aug (when not
+/// null); and scale = sqrt(sum_j cnorm_j) + |s|.
 template <class C>
 __global__ void checksum_row(const double* __restrict__ part, std::int64_t pieces, std::int64_t k, std::int64_t d,
                              const C* __restrict__ cnorm, C* __restrict__ c_aug, double* __restrict__ s_out,
@@ -47,7 +47,7 @@ __global__ void checksum_row(const double* __restrict__ part, std::int64_t piece
     double s = 0;
     for (std::int64_t p = 0; p < pieces; ++p) s += part[p * d + j];
     const C rounded = static_cast<C>(s);
-    c_aug[k * d + j] = rounded;
+    if (c_aug) c_aug[k * d + j] = rounded;
     s_out[j] = s;
     ss += static_cast<double>(rounded) * static_cast<double>(rounded);
   }
@@ -100,9 +100,10 @@ __global__ void __launch_bounds__(kThreads) compare_column_totals(const u64* __r
 // ------------------------------------------------------------------------------------------- distances
 
 template <class C>
-DistanceGuard<C>::DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks, double unit_roundoff)
-    : d_(d), k_(k), chunks_(chunks), factor_(distance_bound_factor(d, k, unit_roundoff)),
-      c_aug_(static_cast<std::size_t>((k + 1) * d)), s_(static_cast<std::size_t>(d)), scale_(1),
+DistanceGuard<C>::DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks, double unit_roundoff, Carry carry)
+    : d_(d), k_(k), chunks_(chunks), carry_(carry), factor_(distance_bound_factor(d, k, unit_roundoff)),
+      c_aug_(carry == Carry::column ? static_cast<std::size_t>((k + 1) * d) : 0), s_(static_cast<std::size_t>(d)),
+      scale_(1),
       column_parts_(static_cast<std::size_t>((k + kCentroidPiece - 1) / kCentroidPiece * d)),
       failures_(static_cast<std::size_t>(chunks)), max_ratio_(1), failures_host_(static_cast<std::size_t>(chunks)),
       max_ratio_host_(1), unit_roundoff_(unit_roundoff) {
@@ -111,9 +112,16 @@ DistanceGuard<C>::DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chu
 }
 
 template <class C>
-void DistanceGuard<C>::prepare(const C* c, const C* cnorm, cudaStream_t stream) {
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(c_aug_.data(), c, static_cast<std::size_t>(k_ * d_) * sizeof(C),
-                                  cudaMemcpyDeviceToDevice, stream));
+void DistanceGuard<C>::prepare(Context& ctx, const C* c, const C* cnorm) {
+  const cudaStream_t stream = ctx.stream();
+  SKINNY_CUDA_TRY(cudaMemsetAsync(failures_.data(), 0, failures_.bytes(), stream));
+  if (carry_ == Carry::blocks) {
+    carry_blocks(ctx, c);
+    return;
+  }
+  if (carry_ == Carry::column)
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(c_aug_.data(), c, static_cast<std::size_t>(k_ * d_) * sizeof(C),
+                                    cudaMemcpyDeviceToDevice, stream));
   const std::int64_t pieces = (k_ + kCentroidPiece - 1) / kCentroidPiece;
   const dim3 grid(static_cast<unsigned>((d_ + kThreads - 1) / kThreads), static_cast<unsigned>(pieces));
   centroid_column_parts<<<grid, kThreads, 0, stream>>>(c, k_, d_, column_parts_.data());
@@ -121,7 +129,6 @@ void DistanceGuard<C>::prepare(const C* c, const C* cnorm, cudaStream_t stream) 
   checksum_row<<<1, kThreads, 0, stream>>>(column_parts_.data(), pieces, k_, d_, cnorm, c_aug_.data(), s_.data(),
                                            scale_.data());
   SKINNY_CHECK_LAUNCH();
-  SKINNY_CUDA_TRY(cudaMemsetAsync(failures_.data(), 0, failures_.bytes(), stream));
 }
 
 template <class C>
@@ -150,6 +157,7 @@ double DistanceGuard<C>::centroid_scale_now(cudaStream_t stream) const {
 template <class C>
 template <class T>
 void DistanceGuard<C>::set_blocks(const T* x, std::int64_t n, std::int64_t chunk, cudaStream_t stream) {
+  if (carry_ != Carry::blocks) throw std::logic_error("DistanceGuard::set_blocks: not a guard of block checks");
   blocks_per_chunk_ = (chunk + kCheckBlockRows - 1) / kCheckBlockRows;
   block_count_ = (n + chunk - 1) / chunk * blocks_per_chunk_;
   block_factor_ = distance_bound_factor(d_, kCheckBlockRows, unit_roundoff_);

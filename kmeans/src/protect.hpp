@@ -62,18 +62,25 @@ SKINNY_HOST_DEVICE inline double distance_bound(double x_sq_norm, double centroi
   return factor * sqrt(x_sq_norm > 0 ? x_sq_norm : 0.0) * centroid_scale;
 }
 
-/// The distance checks of one fit: the centroids with their checksum row, M, and the failures of the
-/// current assignment per chunk. Two ways to carry the checksum term x.s: a GEMM computes it as one more
-/// column (centroids()), or, where the distances are fused with the argmin (gemm::nearest, which returns
-/// each point's sum of cross terms), a pass over X in double (column_sums()).
+/// How the checksum side of the distance checks is carried.
+enum class Carry {
+  column,  ///< x.s as one more column of the GEMM (centroids()): many clusters on the GEMM path
+  pass,    ///< x.s from a pass over X in double (column_sums()): the fused nearest kernel, which returns each
+           ///< point's sum of cross terms
+  blocks,  ///< block checks (set_blocks): few clusters on the GEMM path, which keeps its k columns
+};
+
+/// The distance checks of one fit: what each assignment's check compares with (the centroids with their
+/// checksum row and M, or the carried block checksums), and the failures of the assignment per chunk.
 template <class C>
 class DistanceGuard {
  public:
   /// `unit_roundoff`: of the products the distances are computed with.
-  DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks, double unit_roundoff);
-  /// Queues: the k x d centroids c and their sum as row k of centroids() (and in double in column_sums()),
-  /// M from cnorm and the sum, and clears the failures.
-  void prepare(const C* c, const C* cnorm, cudaStream_t stream);
+  DistanceGuard(std::int64_t d, std::int64_t k, std::int64_t chunks, double unit_roundoff, Carry carry);
+  /// Queues what the checks of an assignment with the k x d centroids c (squared norms cnorm) compare with,
+  /// and clears the failures. column and pass: s = sum_j c_j (as row k of centroids(), in double in
+  /// column_sums()) and M; blocks: carried_blocks() = the block totals . c_j (a GEMM in double).
+  void prepare(Context& ctx, const C* c, const C* cnorm);
   /// (k + 1) x d row-major: the centroids, then their sum.
   const C* centroids() const noexcept { return c_aug_.data(); }
   /// s = sum_j c_j in double (d values).
@@ -96,10 +103,8 @@ class DistanceGuard {
   /// its block totals and norms are computed once here, for chunks of `chunk` rows.
   template <class T>
   void set_blocks(const T* x, std::int64_t n, std::int64_t chunk, cudaStream_t stream);
-  bool blocks() const noexcept { return block_count_ > 0; }
+  bool blocks() const noexcept { return carry_ == Carry::blocks; }
   std::int64_t blocks_per_chunk() const noexcept { return blocks_per_chunk_; }
-  /// Queues carried_blocks() = the block totals . c_j for the k x d centroids c (a GEMM in double).
-  void carry_blocks(Context& ctx, const C* c);
   const double* carried_blocks() const noexcept { return carried_blocks_.data(); }
   const double* block_norms() const noexcept { return block_norms_.data(); }
   /// kappa u sqrt(d + kCheckBlockRows): a block check's bound is this times sqrt(block norm) |c_j|.
@@ -108,7 +113,11 @@ class DistanceGuard {
   double block_bound(std::int64_t block, double c_sq_norm, cudaStream_t stream) const;
 
  private:
+  /// Queues carried_blocks() = the block totals . c_j for the k x d centroids c (a GEMM in double).
+  void carry_blocks(Context& ctx, const C* c);
+
   std::int64_t d_, k_, chunks_;
+  Carry carry_;
   double factor_;
   DeviceBuffer<C> c_aug_;
   DeviceBuffer<double> s_, scale_, column_parts_;
@@ -118,7 +127,7 @@ class DistanceGuard {
   PinnedBuffer<unsigned> max_ratio_host_;
   double max_clean_ratio_ = 0;
   double unit_roundoff_;
-  std::int64_t block_count_ = 0, blocks_per_chunk_ = 0;
+  std::int64_t block_count_ = 0, blocks_per_chunk_ = 0;  ///< Carry::blocks, after set_blocks
   double block_factor_ = 0;
   DeviceBuffer<double> block_totals_, block_norms_, carried_blocks_, c_double_;
 };
