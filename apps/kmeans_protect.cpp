@@ -50,7 +50,7 @@ void print_protection(const kmeans::ProtectionReport& p) {
               static_cast<long long>(p.rows_verified), p.distance_detections, p.sum_detections, p.max_clean_ratio);
   if (!p.injected) return;
   if (p.target == kmeans::FaultTarget::distances)
-    std::printf("injected: bit %d of cross term (point %lld, column %lld; column k is the checksum): %.9g -> %.9g, "
+    std::printf("injected: bit %d of cross term (point %lld, column %lld; a column k is the checksum): %.9g -> %.9g, "
                 "error %.3g = %.3g x its bound; %s\n",
                 p.bit, static_cast<long long>(p.row), static_cast<long long>(p.col),
                 p.before, p.after, std::fabs(p.after - p.before), std::fabs(p.after - p.before) / p.bound,
