@@ -75,6 +75,9 @@ if has memcheck; then
     --gtest_filter='*SixteenBit*:*Weighted*:*InjectionNeeds*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gemm/gemm_gpu_tests" --gtest_brief=1 \
     --gtest_filter='Nearest.RowSums*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
+  # The one-pass kernel (cp.async ring, distributed shared memory across a cluster, register sums).
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/kmeans/kmeans_one_pass_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*MatchesExact*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/abft/abft_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*-*Campaign*' >>"$out/sanitizer.log" 2>&1 || status[memcheck]=$?
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitizer.log" | tail -12
@@ -103,6 +106,8 @@ if has racecheck; then
     --gtest_filter='*MatchesTheCpuReference*:*EmptyCluster*:*ManyClusters*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_protect_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*SixteenBit*:*Weighted*:*InjectionNeeds*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_one_pass_gpu_tests" --gtest_brief=1 \
+    --gtest_filter='*MatchesExact*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?
   # k-means||'s reduction (shared-memory block sums, warp scans).
   compute-sanitizer --tool racecheck --error-exitcode 9 "$build/tests/kmeans/kmeans_init_gpu_tests" --gtest_brief=1 \
     --gtest_filter='*SameSeed*:*KEqualsN*' >>"$out/sanitizer.log" 2>&1 || status[racecheck]=$?

@@ -161,6 +161,26 @@ template <class T>
 void few_nearest(const T* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, const float* xnorm,
                  const float* cnorm, std::int32_t* labels, float* mindist, int* counts, cudaStream_t stream);
 
+/// Where assign_and_sum adds the points: an Updater's (high, low) words and its columns' scales.
+struct SumTarget {
+  unsigned long long* hi;
+  unsigned long long* lo;
+  const double* scale;
+};
+
+/// Whether assign_and_sum takes this problem: float or 16-bit X, k <= kFewClustersMax, d a multiple of 4
+/// (and x aligned to 4 elements), d <= 4096 (k <= 16) or 2048, and a GPU of compute capability >= 9.0.
+template <class T>
+bool assign_and_sum_applies(const T* x, std::int64_t d, std::int64_t k);
+
+/// For few clusters, X read once: labels, mindist and counts as few_nearest gives them, and each point
+/// added to its cluster's sums in `sums` (as Updater::accumulate adds it, unweighted: the same integers),
+/// in one kernel (assign_and_sum.cu). Callers check assign_and_sum_applies.
+template <class T>
+void assign_and_sum(const T* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, const float* xnorm,
+                    const float* cnorm, std::int32_t* labels, float* mindist, int* counts, const SumTarget& sums,
+                    cudaStream_t stream);
+
 /// counts[labels[i]] += 1 for the n labels (integer atomics: the same result in any order).
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream);
 
@@ -274,6 +294,8 @@ class Updater {
   /// several GPUs add up between accumulate() and finish().
   unsigned long long* sums() noexcept { return sums_.data(); }
   unsigned long long* weight_sums() noexcept { return weight_sums_.data(); }
+  /// Where assign_and_sum adds points to these sums (between begin() and finish()).
+  SumTarget sum_target() noexcept { return {sums_.data(), sums_.data() + k_ * d_, scale_.data()}; }
   std::int64_t sum_words() const noexcept { return 2 * k_ * d_; }
   /// Whether weight_sums() are in use (set_scales with weights).
   bool weighted() const noexcept { return weighted_; }

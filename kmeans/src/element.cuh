@@ -21,4 +21,10 @@ __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
+/// N consecutive elements of a row, loaded together (one vector load).
+template <class T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T e[N];
+};
+
 }  // namespace skinny::kmeans::detail

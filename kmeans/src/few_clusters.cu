@@ -13,6 +13,7 @@
 //    the lowest index), counts per block in shared memory (integer atomics: any order gives the same).
 #include "detail.hpp"
 #include "element.cuh"
+#include "lane_sums.cuh"
 
 #include <skinny/gemm/errors.hpp>
 
@@ -37,19 +38,6 @@ constexpr int kRowsPerWarp = kValues / K;
 std::int64_t slice_columns(int K, std::int64_t d) {
   const std::int64_t fit = static_cast<std::int64_t>(kCentroidSmem / (sizeof(float) * K)) / 32 * 32;
   return std::min<std::int64_t>(fit, (d + 31) / 32 * 32);
-}
-
-/// One step of the reduction over lanes: lanes with bit Off keep values M .. 2M - 1 (added to their
-/// partner's), the others 0 .. M - 1; afterwards the live values are acc[0 .. M). Unrolled at compile
-/// time, so acc stays in registers.
-template <int Off, int M>
-__device__ __forceinline__ void halve(float (&acc)[kValues], int lane) {
-  const bool upper = lane & Off;
-#pragma unroll
-  for (int i = 0; i < M; ++i) {
-    const float low = acc[i], high = acc[i + M];
-    acc[i] = (upper ? high : low) + __shfl_xor_sync(0xffffffffu, upper ? low : high, Off);
-  }
 }
 
 template <class T, int K>
@@ -115,12 +103,7 @@ __global__ void __launch_bounds__(kThreads, 2) few_nearest_kernel(const T* __res
         }
       }
     }
-    // Recursive halving: at offset o the lanes with bit o keep the upper half of the live values.
-    halve<16, 16 * V>(acc, lane);
-    halve<8, 8 * V>(acc, lane);
-    halve<4, 4 * V>(acc, lane);
-    halve<2, 2 * V>(acc, lane);
-    halve<1, V>(acc, lane);
+    sum_over_lanes(acc, lane);
     // Lane l holds flat indices V l .. V l + V - 1 (row = index / K, centroid = index % K).
     const int r = (V * lane) / K;
     const std::int64_t row = row0 + r;

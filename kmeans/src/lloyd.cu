@@ -121,11 +121,20 @@ bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64
   }
 }
 
-/// Whether the assignment reads X once through detail::few_nearest (automatic backend, k <= 32): for
-/// 16-bit data, which would otherwise be widened to float for the GEMMs.
+/// Float data takes the one-pass kernel (detail::assign_and_sum) up to this many clusters. Measured on the
+/// H100 in one run, one pass against TSM2's distances and the update's own read: 1048576 x 128, k = 4
+/// 0.39 / 0.71 ms, k = 8 0.50 / 0.70, k = 16 0.83 / 0.63, k = 32 1.28 / 1.34; 1048576 x 512, k = 4 1.36 /
+/// 1.55; 262144 x 4096, k = 16 4.6 / 3.0 ms. 16-bit data, whose two passes widen X to float, takes it for
+/// every k <= 32 (262144 x 4096, k = 16 in half: 4.4 / 7.0 ms).
+constexpr std::int64_t kOnePassFloatMaxClusters = 8;
+
+/// Whether the assignment reads X once through detail::few_nearest (automatic backend, k <= 32), or in
+/// a fit through detail::assign_and_sum, which also forms the update's sums: for 16-bit data, which
+/// would otherwise be widened to float for the GEMMs, and for float up to kOnePassFloatMaxClusters.
 template <class T>
-bool few_clusters_assignment(std::int64_t k, gemm::Algo backend) {
-  return detail::is_16bit<T> && backend == gemm::Algo::automatic && k <= detail::kFewClustersMax;
+bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend) {
+  if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
+  return detail::is_16bit<T> || (k <= kOnePassFloatMaxClusters && detail::assign_and_sum_applies(x, d, k));
 }
 
 /// Fewest points for the column-major copy of X: below, the tall-skinny kernels' column-major path has
@@ -165,6 +174,8 @@ struct Assigner {
   std::vector<std::unique_ptr<CudaEvent>> events;
 
   bool few;  ///< through detail::few_nearest, over all points at once
+  /// Set: one kernel also adds every point to these cluster sums (detail::assign_and_sum), reading X once.
+  const detail::SumTarget* sums = nullptr;
   /// Params::protect: the GEMM also computes the checksum term of each point, verified before the argmin.
   std::unique_ptr<detail::DistanceGuard<C>> guard;
   /// Set for the assignment that injects a fault (Params::inject); the report receives the fault and
@@ -177,7 +188,7 @@ struct Assigner {
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
-        fused(fused_assignment(c, x_, n_, d_, k_, b, m)), few(!protect && few_clusters_assignment<T>(k_, b)) {
+        fused(fused_assignment(c, x_, n_, d_, k_, b, m)), few(!protect && few_clusters_assignment(x_, d_, k_, b)) {
     if (few) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
@@ -230,6 +241,13 @@ struct Assigner {
       return;
     }
     if constexpr (!std::is_same_v<C, double>) {
+      if (sums) {  // distances, argmin, counts and the update's sums in one kernel: all of it counts as distances
+        events[0]->record(stream);
+        detail::assign_and_sum(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, *sums, stream);
+        events[1]->record(stream);
+        events[2]->record(stream);
+        return;
+      }
       if (few) {  // distances, argmin and counts in one kernel: all of it counts as distances
         events[0]->record(stream);
         detail::few_nearest(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, stream);
@@ -424,8 +442,13 @@ class Lloyd {
         counts_(static_cast<std::size_t>(k_)), changed_(1), changed_host_(1), weights_(sample_weight),
         assign_(ctx, x, n, d, k_, params.backend, params.math, params.protect), updater_(n, d, k_) {
     const cudaStream_t stream = ctx.stream();
+    one_pass_ = assign_.few && sample_weight.empty() && detail::assign_and_sum_applies(x, d, k_);
+    if (one_pass_) {
+      sum_target_ = updater_.sum_target();
+      assign_.sums = &sum_target_;
+    }
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
-    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused && n >= kColumnCopyMinPoints &&
+    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused && !assign_.few && n >= kColumnCopyMinPoints &&
         fits_in_free_memory(xt_bytes))
       xt_ = DeviceBuffer<C>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
     CudaEvent start, stop;
@@ -452,6 +475,7 @@ class Lloyd {
     result.d = d_;
     result.seed = seed;
     result.column_copy = xt_.size() > 0;
+    result.one_pass = one_pass_;
     result.protection.enabled = params_.protect;
     assign_.report = &result.protection;
     CudaEvent start, stop;
@@ -480,6 +504,7 @@ class Lloyd {
       std::swap(labels_, prev_labels_);
       const bool faulty = params_.protect && params_.inject.iteration == it;
       assign_.injection = faulty && params_.inject.target == FaultTarget::distances ? &params_.inject : nullptr;
+      if (one_pass_) updater_.begin(stream);  // the assignment adds to the sums
       assign();
       assign_.injection = nullptr;
       // The inertia and the changed labels come back with the update, which waits for the stream anyway.
@@ -557,6 +582,9 @@ class Lloyd {
   /// means use them, and accumulated again when they differ (after `inject_fault`, one bit flipped in them).
   double update(bool inject_fault, ProtectionReport& report) {
     const cudaStream_t stream = ctx_.stream();
+    if (one_pass_)  // the assignment formed the sums
+      return updater_.finish(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
+                             stream);
     if (!sum_guard_)
       return updater_.update(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
                              stream);
@@ -607,6 +635,8 @@ class Lloyd {
   detail::AsyncSum inertia_sum_;
   DeviceBuffer<C> xt_;  // X column-major, when Params::column_copy applies
   std::unique_ptr<detail::SumGuard<T>> sum_guard_;  // Params::protect
+  bool one_pass_ = false;          // the assignment forms the update's sums (Result::one_pass)
+  detail::SumTarget sum_target_{};  // the updater's sums, for the assignment
   double tol_scaled_ = 0, shared_init_ms_ = 0;
 };
 
@@ -662,7 +692,7 @@ template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
-  if (few_clusters_assignment<T>(k, backend)) return "few-clusters";
+  if (few_clusters_assignment(x, d, k, backend)) return "few-clusters";
   if (fused_assignment(ctx, x, n, d, k, backend, math)) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
   return std::string(gemm::to_string(gemm::choose(ctx, distance_probe(x, n, d, k, k))));
 }
@@ -732,7 +762,7 @@ ShardAssigner<T>::ShardAssigner(Context& ctx, const T* x, std::int64_t n, std::i
                                 gemm::Algo backend, gemm::Math math, bool column_copy)
     : impl_(std::make_unique<Impl>(ctx, x, n, d, k, backend, math)) {
   const std::size_t elems = static_cast<std::size_t>(n) * static_cast<std::size_t>(d);
-  if (column_copy && !impl_->assign.fused && n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
+  if (column_copy && !impl_->assign.fused && !impl_->assign.few && n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
     impl_->xt = DeviceBuffer<T>(elems);
     detail::to_columns(x, n, d, impl_->xt.data(), ctx.stream());
     impl_->assign.xt = impl_->xt.data();
@@ -745,6 +775,11 @@ ShardAssigner<T>::~ShardAssigner() = default;
 template <class T>
 bool ShardAssigner<T>::fused() const {
   return impl_->assign.fused;
+}
+
+template <class T>
+bool ShardAssigner<T>::few() const {
+  return impl_->assign.few;
 }
 
 template <class T>

@@ -33,6 +33,7 @@ class ShardAssigner {
   ShardAssigner& operator=(const ShardAssigner&) = delete;
 
   bool fused() const;        ///< through gemm::nearest
+  bool few() const;          ///< through detail::few_nearest (few clusters, X read once)
   bool column_copy() const;  ///< the GEMM reads a column-major copy of x
   /// counts are zeroed first; cnorm = ||c_j||^2 of the k x d centroids c.
   void run(const T* c, const T* xnorm, const T* cnorm, std::int32_t* labels, T* mindist, int* counts);

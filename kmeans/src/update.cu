@@ -43,12 +43,6 @@ constexpr std::int64_t kSharedWeightSums = 4096;  ///< clusters whose weight sum
 template <class T>
 constexpr int kVecOf = sizeof(T) >= 4 ? 16 / static_cast<int>(sizeof(T)) : 4;
 
-/// N consecutive elements of a row, loaded together.
-template <class T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T e[N];
-};
-
 /// Adds N elements of v times the weight w, each in fixed point with its column's scale.
 template <class T, int N>
 __device__ __forceinline__ void add_fixed_row(long long* s, std::int64_t stride, const Vec<T, N>& v, double w,

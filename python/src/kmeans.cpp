@@ -121,6 +121,7 @@ nb::dict result_dict(kmeans::Result<C>& r, std::vector<std::int32_t> labels) {
   out["n_iter"] = r.n_iter;
   out["converged"] = r.converged;
   out["column_copy"] = r.column_copy;
+  out["one_pass"] = r.one_pass;
   out["seed"] = r.seed;
   out["init_ms"] = r.timing.init_ms;
   out["iteration_ms"] = r.timing.iteration_ms;

@@ -97,7 +97,8 @@ Result<T> matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo ba
 TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
   for (const gemm::Algo backend : {gemm::Algo::cublas, gemm::Algo::tsm2, gemm::Algo::automatic})
     for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, int>{1000, 7, 3}, {1, 17, 1}, {127, 1, 16},
-                                 {1000, 127, 17}, {4099, 33, 16}}) {
+                                 {1000, 127, 17}, {4099, 33, 16}, {1001, 8, 3}, {4099, 132, 8}, {999, 1028, 5},
+                                 {2001, 4096, 7}}) {
       matches_reference<float>(n, d, k, backend, 1e-5);
       matches_reference<double>(n, d, k, backend, 1e-12);
     }
@@ -143,6 +144,8 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 13);
   EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_NE("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ("few-clusters", distance_method<float>(ctx, x.data(), n, d, 8, gemm::Algo::automatic, gemm::Math::fast))
+      << "up to 8 clusters float reads X once";
   Params p;
   p.k = k;
   p.init = Init::given;

@@ -51,7 +51,7 @@ struct DistributedResult : Result<T> {
   std::int64_t row_offset = 0;  ///< labels holds this rank's labels, of rows row_offset .. + labels.size()
   int ranks = 1;
   std::string communicator;     ///< Communicator::name()
-  std::string distances;        ///< "nearest" (the fused kernel) or "gemm"
+  std::string distances;        ///< "few-clusters" (X read once), "nearest" (the fused kernel) or "gemm"
   /// GPU time per iteration of the collectives (the inertia's maximum, then the group of sums, counts,
   /// inertia and changed labels), waiting for the slowest rank included.
   std::vector<double> allreduce_iteration_ms;

@@ -1,0 +1,175 @@
+// The one-pass kernel (detail::assign_and_sum): its labels, distances and counts against exact distances
+// in double, and its cluster sums against the exact integer sums of the fixed-point values of the points
+// under its own labels, on odd shapes (n, d, k not multiples of any tile; one to eight blocks per
+// cluster), float and 16-bit, with poisoned outputs. Then fit: one_pass is taken where it applies and
+// gives the two-pass fit's labels and centroids bit for bit.
+#include <skinny/gemm/device_buffer.hpp>
+#include <skinny/kmeans/kmeans.hpp>
+
+#include "../../kmeans/src/detail.hpp"
+#include "../../kmeans/src/fixed_point.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/random_matrix.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace skinny::kmeans {
+namespace {
+
+using testing::shared_context;
+
+class AssignAndSumGpu : public testing::GpuTest {
+ protected:
+  void SetUp() override {
+    testing::GpuTest::SetUp();
+    if (IsSkipped()) return;
+    int device = 0, major = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (major < 9) GTEST_SKIP() << "the one-pass kernel needs thread-block clusters (compute capability >= 9.0)";
+  }
+};
+
+template <class T>
+void matches_exact(std::int64_t n, std::int64_t d, std::int64_t k) {
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k) +
+                            " elem=" + std::to_string(sizeof(T));
+  const auto xf = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 71);
+  const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 72);
+  std::vector<T> x(xf.size());
+  std::vector<float> xs(xf.size());  // the values the kernel sees
+  for (std::size_t i = 0; i < xf.size(); ++i) xs[i] = static_cast<float>(x[i] = static_cast<T>(xf[i]));
+  std::vector<float> xn(static_cast<std::size_t>(n)), cn(static_cast<std::size_t>(k));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < d; ++j) xn[i] += xs[i * d + j] * xs[i * d + j];
+  for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t j = 0; j < d; ++j) cn[i] += c[i * d + j] * c[i * d + j];
+  // Each column's scale from its largest magnitude, as the Updater fixes them.
+  std::vector<double> scale(static_cast<std::size_t>(d));
+  for (std::int64_t j = 0; j < d; ++j) {
+    double m = 0;
+    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(xs[i * d + j])));
+    scale[j] = detail::fixed_scale(m);
+  }
+
+  DeviceBuffer<T> dx(x);
+  DeviceBuffer<float> dc(c), dxn(xn), dcn(cn), dmin(std::vector<float>(static_cast<std::size_t>(n), NAN));
+  DeviceBuffer<std::int32_t> dl(std::vector<std::int32_t>(static_cast<std::size_t>(n), -5));
+  DeviceBuffer<int> dcounts(std::vector<int>(static_cast<std::size_t>(k), 0));
+  DeviceBuffer<unsigned long long> dsums(std::vector<unsigned long long>(static_cast<std::size_t>(2 * k * d), 0));
+  DeviceBuffer<double> dscale(scale);
+  ASSERT_TRUE(detail::assign_and_sum_applies(dx.data(), d, k)) << where;
+  const detail::SumTarget target{dsums.data(), dsums.data() + k * d, dscale.data()};
+  detail::assign_and_sum(dx.data(), n, d, dc.data(), k, dxn.data(), dcn.data(), dl.data(), dmin.data(), dcounts.data(),
+                         target, shared_context().stream());
+  const auto labels = dl.to_host();
+  const auto dist = dmin.to_host();
+  const auto counts = dcounts.to_host();
+  const auto sums = dsums.to_host();
+
+  std::vector<int> want_counts(static_cast<std::size_t>(k), 0);
+  std::vector<__int128> want_sums(static_cast<std::size_t>(k * d), 0);
+  const double max_cn = *std::max_element(cn.begin(), cn.end());
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(labels[i] >= 0 && labels[i] < k) << where << " point " << i << " label " << labels[i];
+    ++want_counts[labels[i]];
+    double best = INFINITY, mine = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < d; ++p) s += (double(xs[i * d + p]) - c[j * d + p]) * (double(xs[i * d + p]) - c[j * d + p]);
+      best = std::min(best, s);
+      if (j == labels[i]) mine = s;
+    }
+    const double bound = 64 * 1.2e-7 * (double(xn[i]) + max_cn);
+    ASSERT_LE(mine - best, bound) << where << " point " << i;
+    ASSERT_NEAR(mine, double(dist[i]), bound) << where << " point " << i;
+    for (std::int64_t p = 0; p < d; ++p)
+      want_sums[labels[i] * d + p] += std::llrint(double(xs[i * d + p]) * scale[p]);  // exact: a power-of-two scale
+  }
+  EXPECT_EQ(want_counts, counts) << where;
+  std::int64_t wrong = 0, first = -1;
+  for (std::int64_t e = 0; e < k * d; ++e) {
+    const __int128 got = static_cast<__int128>(static_cast<long long>(sums[e])) * (__int128(1) << 32) +
+                         static_cast<__int128>(sums[k * d + e]);
+    if (got != want_sums[e] && wrong++ == 0) first = e;
+  }
+  EXPECT_EQ(0, wrong) << where << ": sums differ from the exact integer sums, first at cluster " << first / d
+                      << " column " << first % d;
+}
+
+TEST_F(AssignAndSumGpu, MatchesExactDistancesAndIntegerSums) {
+  // d: one block (4, 8, 132), two (516, 1000), eight (2048 with k > 16, 4096).
+  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 4, 1}, {7, 8, 2}, {1000, 132, 3},
+                               {1031, 516, 5}, {777, 1000, 9}, {300, 4096, 16}, {257, 2048, 17}, {4097, 64, 32}}) {
+    matches_exact<float>(n, d, k);
+    matches_exact<__half>(n, d, k);
+    matches_exact<__nv_bfloat16>(n, d, k);
+  }
+}
+
+/// Enough points that every block flushes its 64-bit sums during the pass, not only at its end.
+TEST_F(AssignAndSumGpu, FlushesItsSumsOnLongPasses) {
+  matches_exact<float>(2000003, 4, 3);
+  matches_exact<__half>(2000003, 4, 3);
+}
+
+TEST_F(AssignAndSumGpu, AppliesOnlyWhereItCan) {
+  DeviceBuffer<float> x(64 * 4100);
+  EXPECT_TRUE(detail::assign_and_sum_applies(x.data(), 4096, 16));
+  EXPECT_FALSE(detail::assign_and_sum_applies(x.data(), 4100, 16)) << "more than 8 blocks of 512 columns";
+  EXPECT_TRUE(detail::assign_and_sum_applies(x.data(), 2048, 32));
+  EXPECT_FALSE(detail::assign_and_sum_applies(x.data(), 2052, 17)) << "more than 8 blocks of 256 columns";
+  EXPECT_FALSE(detail::assign_and_sum_applies(x.data(), 33, 16)) << "d not a multiple of 4";
+  EXPECT_FALSE(detail::assign_and_sum_applies(x.data() + 1, 32, 16)) << "rows not 16-byte aligned";
+  EXPECT_FALSE(detail::assign_and_sum_applies(x.data(), 32, 33)) << "more than 32 clusters";
+  DeviceBuffer<double> xd(64);
+  EXPECT_FALSE(detail::assign_and_sum_applies(xd.data(), 32, 16)) << "double";
+}
+
+/// fit takes the one-pass path where it applies, and its result is the two-pass fit's (unit weights take
+/// the two-pass path: the same distances kernel family, then the Updater's own pass): the same labels,
+/// and centroids bit for bit (the same integer sums).
+template <class T>
+void one_pass_fits_like_two_passes(std::int64_t n, std::int64_t d, int k) {
+  Context& ctx = shared_context();
+  DeviceBuffer<float> xf(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, xf.data(), n, d, k, 23, 1.5, 4.0);
+  std::vector<float> host = xf.to_host();
+  std::vector<T> narrow(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(narrow[i] = static_cast<T>(host[i]));
+  DeviceBuffer<T> x(narrow);
+  Params p;
+  p.k = k;
+  p.init = Init::given;
+  p.max_iter = 8;
+  p.tol = 0;
+  const std::vector<float> init(host.begin(), host.begin() + std::int64_t(k) * d);
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
+  const Result<float> one = fit<T>(ctx, x.data(), n, d, p, init);
+  const Result<float> two = fit<T>(ctx, x.data(), n, d, p, init, std::vector<double>(static_cast<std::size_t>(n), 1.0));
+  EXPECT_TRUE(one.one_pass) << where;
+  EXPECT_FALSE(two.one_pass) << where;
+  EXPECT_EQ(two.labels, one.labels) << where;
+  EXPECT_EQ(two.n_iter, one.n_iter) << where;
+  EXPECT_EQ(two.centroids, one.centroids) << where;
+  EXPECT_EQ(two.inertia, one.inertia) << where;
+  EXPECT_EQ("few-clusters", distance_method<T>(ctx, x.data(), n, d, k, gemm::Algo::automatic)) << where;
+  p.backend = gemm::Algo::cublas;
+  EXPECT_FALSE(fit<T>(ctx, x.data(), n, d, p, init).one_pass) << where << ": a backend named by the user";
+}
+
+TEST_F(AssignAndSumGpu, OnePassFitsLikeTwoPasses) {
+  one_pass_fits_like_two_passes<float>(20001, 132, 7);
+  one_pass_fits_like_two_passes<float>(3001, 4096, 8);
+  one_pass_fits_like_two_passes<__half>(5003, 1000, 16);
+  one_pass_fits_like_two_passes<__nv_bfloat16>(4099, 64, 32);
+}
+
+}  // namespace
+}  // namespace skinny::kmeans
