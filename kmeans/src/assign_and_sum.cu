@@ -50,13 +50,14 @@ template <int K>
 constexpr int kRows = K >= 16 ? 2 : 4;
 template <int K>
 constexpr int kGroupRows = kWarps * kRows<K>;
-/// Columns whose K sums a thread keeps in registers: K x QC 64-bit integers, at most 32.
+/// Columns whose K sums a thread keeps in registers: K x QC = 16 or 32 64-bit integers (two blocks per SM
+/// leave a thread 128 registers).
 template <int K>
-constexpr int kSumColumns = K <= 8 ? 4 : 32 / K;
+constexpr int kSumColumns = K <= 4 ? 4 : K <= 16 ? 2 : 1;
 
 /// Most columns a block takes for K-centroid kernels: its threads must own all of them in the sum phase.
 std::int64_t block_columns_max(int K) {
-  const int qc = K <= 8 ? 4 : 32 / K;
+  const int qc = K <= 4 ? 4 : K <= 16 ? 2 : 1;
   return std::min<std::int64_t>(kMaxBlockColumns, std::int64_t(kThreads) * qc);
 }
 
@@ -117,6 +118,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* cs = reinterpret_cast<float*>(smem + 2 * std::size_t(G) * W * sizeof(T));  // [K][W]
   float* part = cs + K * W;                                                          // [2][G x K]
   __shared__ int group_labels[G];
+  __shared__ float group_norms[2][G];  // ||x||^2 of each stage's rows, loaded with them
   __shared__ int block_counts[K];
   __shared__ float cn[K];
 
@@ -170,6 +172,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         const std::int64_t row = g * G + r, col = col0 + 4 * q;
         const bool ok = row < n && col < d;  // d % 4 == 0: the whole vector is in or out
         cp_async<kVectorBytes>(dst + r * W + 4 * q, ok ? x + row * d + col : x, ok ? kVectorBytes : 0);
+      }
+      if (tid < G) {
+        const std::int64_t row = g * G + tid;
+        cp_async<4>(&group_norms[buf][tid], row < n ? xnorm + row : xnorm, row < n ? 4 : 0);
       }
     }
     cp_async_commit();
@@ -234,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // The argmin over the lanes of each row (ties: the lowest index).
     const int r = idx0 / K;
     const std::int64_t row = g * G + warp * R + r;
-    const float xn = row < n ? xnorm[row] : 0.f;
+    const float xn = group_norms[buf][warp * R + r];
     float best = INFINITY;
     int best_j = INT_MAX;
 #pragma unroll

@@ -121,20 +121,24 @@ bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64
   }
 }
 
-/// Float data takes the one-pass kernel (detail::assign_and_sum) up to this many clusters. Measured on the
-/// H100 in one run, one pass against TSM2's distances and the update's own read: 1048576 x 128, k = 4
-/// 0.39 / 0.71 ms, k = 8 0.50 / 0.70, k = 16 0.83 / 0.63, k = 32 1.28 / 1.34; 1048576 x 512, k = 4 1.36 /
-/// 1.55; 262144 x 4096, k = 16 4.6 / 3.0 ms. 16-bit data, whose two passes widen X to float, takes it for
-/// every k <= 32 (262144 x 4096, k = 16 in half: 4.4 / 7.0 ms).
+/// Float data takes the one-pass kernel (detail::assign_and_sum) up to this many clusters and dimensions
+/// (one block per row's columns): there it beats TSM2's distances plus the update's own read of X, and
+/// beyond it does not. H100, one run, one pass / two passes, ms per iteration: 1048576 x 128, k = 2 0.41 /
+/// 0.69, k = 4 0.39 / 0.69, k = 8 0.44 / 0.70, k = 16 0.83 / 0.63; 1048576 x 512, k = 4 1.11 / 1.57;
+/// 262144 x 4096, k = 4 2.91 / 2.94, k = 8 3.66 / 2.95, k = 16 4.6 / 3.0. 16-bit data, whose two passes
+/// widen X to float, takes it wherever it applies: 262144 x 4096, k = 16, half 4.54 / 6.97; 1048576 x 128
+/// half, k = 16 0.79 / 1.28, k = 32 1.27 / 1.63 (bench/results/h100/2026-11-25_one-pass).
 constexpr std::int64_t kOnePassFloatMaxClusters = 8;
+constexpr std::int64_t kOnePassFloatMaxDims = 512;
 
 /// Whether the assignment reads X once through detail::few_nearest (automatic backend, k <= 32), or in
 /// a fit through detail::assign_and_sum, which also forms the update's sums: for 16-bit data, which
-/// would otherwise be widened to float for the GEMMs, and for float up to kOnePassFloatMaxClusters.
+/// would otherwise be widened to float for the GEMMs, and for float within the limits above.
 template <class T>
 bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend) {
   if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
-  return detail::is_16bit<T> || (k <= kOnePassFloatMaxClusters && detail::assign_and_sum_applies(x, d, k));
+  if (detail::is_16bit<T>) return true;
+  return k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims && detail::assign_and_sum_applies(x, d, k);
 }
 
 /// Fewest points for the column-major copy of X: below, the tall-skinny kernels' column-major path has

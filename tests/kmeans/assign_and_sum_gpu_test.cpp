@@ -166,7 +166,7 @@ void one_pass_fits_like_two_passes(std::int64_t n, std::int64_t d, int k) {
 
 TEST_F(AssignAndSumGpu, OnePassFitsLikeTwoPasses) {
   one_pass_fits_like_two_passes<float>(20001, 132, 7);
-  one_pass_fits_like_two_passes<float>(3001, 4096, 8);
+  one_pass_fits_like_two_passes<float>(3001, 512, 8);
   one_pass_fits_like_two_passes<__half>(5003, 1000, 16);
   one_pass_fits_like_two_passes<__nv_bfloat16>(4099, 64, 32);
 }

@@ -97,8 +97,7 @@ Result<T> matches_reference(std::int64_t n, std::int64_t d, int k, gemm::Algo ba
 TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
   for (const gemm::Algo backend : {gemm::Algo::cublas, gemm::Algo::tsm2, gemm::Algo::automatic})
     for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, int>{1000, 7, 3}, {1, 17, 1}, {127, 1, 16},
-                                 {1000, 127, 17}, {4099, 33, 16}, {1001, 8, 3}, {4099, 132, 8}, {999, 1028, 5},
-                                 {2001, 4096, 7}}) {
+                                 {1000, 127, 17}, {4099, 33, 16}, {1001, 8, 3}, {4099, 132, 8}, {999, 508, 5}}) {
       matches_reference<float>(n, d, k, backend, 1e-5);
       matches_reference<double>(n, d, k, backend, 1e-12);
     }

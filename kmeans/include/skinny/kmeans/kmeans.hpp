@@ -200,8 +200,9 @@ struct Result {
   bool converged = false;             ///< stopped by tol, or by an iteration that changed no label
   std::uint64_t seed = 0;             ///< the seed of the run returned (of n_init)
   bool column_copy = false;           ///< the distances read a column-major copy of X (Params::column_copy)
-  /// X read once per iteration: the assignment also formed the update's sums (few clusters on Hopper,
-  /// automatic backend, no weights, no protect). Its time counts as distances; update is the means.
+  /// X read once per iteration: the assignment also formed the update's sums (Hopper, automatic backend,
+  /// no weights, no protect; 16-bit X with k <= 32, float with k <= 8 and d <= 512, d a multiple of 4).
+  /// Its time counts as distances; update is then the means.
   bool one_pass = false;
   PhaseTiming timing;
   ProtectionReport protection;        ///< Params::protect's checks (enabled false without it)
@@ -223,11 +224,11 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
                          const std::vector<compute_t<T>>& initial_centroids = {},
                          const std::vector<double>& sample_weight = {});
 
-/// How fit and predict compute the distances of this problem: "few-clusters" (k <= 32 with
-/// Algo::automatic, for 16-bit data and for float on Hopper where d allows: dot products on the FMA units,
-/// X read once; a fit without weights or protect then also forms the update's sums in that pass:
-/// Result::one_pass), "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin,
-/// which Algo::automatic picks for many clusters) or the registry name of the GEMM `backend` resolves to.
+/// How fit and predict compute the distances of this problem: "few-clusters" (Algo::automatic, 16-bit data
+/// with k <= 32, and float with k <= 8 and d <= 512 on Hopper: dot products on the FMA units, X read once;
+/// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
+/// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
+/// Algo::automatic picks for many clusters) or the registry name of the GEMM `backend` resolves to.
 /// Validates like fit.
 template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
