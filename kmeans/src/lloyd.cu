@@ -121,24 +121,34 @@ bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64
   }
 }
 
-/// Float data takes the one-pass kernel (detail::assign_and_sum) up to this many clusters and dimensions
-/// (one block per row's columns): there it beats TSM2's distances plus the update's own read of X, and
-/// beyond it does not. H100, one run, one pass / two passes, ms per iteration: 1048576 x 128, k = 2 0.41 /
-/// 0.69, k = 4 0.39 / 0.69, k = 8 0.44 / 0.70, k = 16 0.83 / 0.63; 1048576 x 512, k = 4 1.11 / 1.57;
-/// 262144 x 4096, k = 4 2.91 / 2.94, k = 8 3.66 / 2.95, k = 16 4.6 / 3.0. 16-bit data, whose two passes
-/// widen X to float, takes it wherever it applies: 262144 x 4096, k = 16, half 4.54 / 6.97; 1048576 x 128
-/// half, k = 16 0.79 / 1.28, k = 32 1.27 / 1.63 (bench/results/h100/2026-11-25_one-pass).
+/// Where fit takes the one-pass kernel (detail::assign_and_sum): float up to kOnePassFloatMaxClusters
+/// clusters and kOnePassFloatMaxDims dimensions (one block per row's columns), 16-bit data wherever the
+/// kernel applies; both from kOnePassMinDims dimensions (below, its blocks' 128 columns are mostly
+/// padding). There it beats TSM2's distances plus the update's own read of X. H100, one run, one pass /
+/// two passes through TSM2, ms per iteration: 1048576 x 128, k = 2 0.41 / 0.69, k = 4 0.39 / 0.69, k = 8
+/// 0.44 / 0.70, k = 16 0.83 / 0.63; 1048576 x 512, k = 4 1.11 / 1.57; 262144 x 4096, k = 4 2.91 / 2.94,
+/// k = 8 3.66 / 2.95, k = 16 4.6 / 3.0. 16-bit data: 262144 x 4096, k = 16, half 4.47 / 6.95 (7.4 with
+/// few_nearest); 1048576 x 512 half, k = 8 1.03 / 3.65; 1048576 x 16 half, k = 16 0.79 against 0.65 with
+/// few_nearest and the update (bench/results/h100/2026-11-25_one-pass).
 constexpr std::int64_t kOnePassFloatMaxClusters = 8;
 constexpr std::int64_t kOnePassFloatMaxDims = 512;
+constexpr std::int64_t kOnePassMinDims = 128;
 
-/// Whether the assignment reads X once through detail::few_nearest (automatic backend, k <= 32), or in
-/// a fit through detail::assign_and_sum, which also forms the update's sums: for 16-bit data, which
-/// would otherwise be widened to float for the GEMMs, and for float within the limits above.
+/// Whether the one pass is faster than the two for this shape (the rule above; whether the kernel can run
+/// it is assign_and_sum_applies).
+template <class T>
+bool one_pass_pays(std::int64_t d, std::int64_t k) {
+  if (d < kOnePassMinDims) return false;
+  return detail::is_16bit<T> || (k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims);
+}
+
+/// Whether the assignment reads X once (automatic backend, k <= 32): through detail::few_nearest, or in a
+/// fit that the one-pass rule above admits, through detail::assign_and_sum, which also forms the update's
+/// sums. Every 16-bit problem (the GEMMs would widen X to float first); float where the one pass pays.
 template <class T>
 bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend) {
   if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
-  if (detail::is_16bit<T>) return true;
-  return k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims && detail::assign_and_sum_applies(x, d, k);
+  return detail::is_16bit<T> || (one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k));
 }
 
 /// Fewest points for the column-major copy of X: below, the tall-skinny kernels' column-major path has
@@ -446,7 +456,8 @@ class Lloyd {
         counts_(static_cast<std::size_t>(k_)), changed_(1), changed_host_(1), weights_(sample_weight),
         assign_(ctx, x, n, d, k_, params.backend, params.math, params.protect), updater_(n, d, k_) {
     const cudaStream_t stream = ctx.stream();
-    one_pass_ = assign_.few && sample_weight.empty() && detail::assign_and_sum_applies(x, d, k_);
+    one_pass_ = assign_.few && sample_weight.empty() && one_pass_pays<T>(d, k_) &&
+                detail::assign_and_sum_applies(x, d, k_);
     if (one_pass_) {
       sum_target_ = updater_.sum_target();
       assign_.sums = &sum_target_;

@@ -143,8 +143,8 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 13);
   EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_NE("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic, gemm::Math::fast));
-  EXPECT_EQ("few-clusters", distance_method<float>(ctx, x.data(), n, d, 8, gemm::Algo::automatic, gemm::Math::fast))
-      << "up to 8 clusters float reads X once";
+  EXPECT_EQ("few-clusters", distance_method<float>(ctx, x.data(), 10000, 128, 8, gemm::Algo::automatic, gemm::Math::fast))
+      << "up to 8 clusters of 128 to 512 dimensions float reads X once";
   Params p;
   p.k = k;
   p.init = Init::given;

@@ -201,7 +201,8 @@ struct Result {
   std::uint64_t seed = 0;             ///< the seed of the run returned (of n_init)
   bool column_copy = false;           ///< the distances read a column-major copy of X (Params::column_copy)
   /// X read once per iteration: the assignment also formed the update's sums (Hopper, automatic backend,
-  /// no weights, no protect; 16-bit X with k <= 32, float with k <= 8 and d <= 512, d a multiple of 4).
+  /// no weights, no protect; 128 <= d (a multiple of 4); 16-bit X with k <= 32, float with k <= 8 and
+  /// d <= 512: where it measured faster than two passes).
   /// Its time counts as distances; update is then the means.
   bool one_pass = false;
   PhaseTiming timing;
@@ -225,7 +226,7 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
                          const std::vector<double>& sample_weight = {});
 
 /// How fit and predict compute the distances of this problem: "few-clusters" (Algo::automatic, 16-bit data
-/// with k <= 32, and float with k <= 8 and d <= 512 on Hopper: dot products on the FMA units, X read once;
+/// with k <= 32, and float with k <= 8 and 128 <= d <= 512 on Hopper: dot products on the FMA units, X read once;
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
 /// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
 /// Algo::automatic picks for many clusters) or the registry name of the GEMM `backend` resolves to.
