@@ -9,7 +9,7 @@
 //    streams into a two-stage cp.async ring.
 //  * Dot products as few_clusters.cu computes them: warp w takes R rows, lane l the 4-column vectors
 //    l, l + 32, ... of the block's W columns; R x K partial sums per lane, reduced over the lanes by
-//    recursive halving (lane_sums.cuh).
+//    recursive halving (lane_reductions.cuh).
 //  * The S blocks' partial dot products meet in distributed shared memory: after a cluster barrier every
 //    block adds them in rank order, so all S blocks compute the same bits and the same labels. Rank 0
 //    writes the labels, distances and counts.
@@ -20,7 +20,7 @@
 #include "detail.hpp"
 #include "element.cuh"
 #include "fixed_point.hpp"
-#include "lane_sums.cuh"
+#include "lane_reductions.cuh"
 
 #include <skinny/gemm/cp_async.cuh>
 #include <skinny/gemm/errors.hpp>
@@ -28,7 +28,6 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 
@@ -237,32 +236,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int v = 0; v < V; ++v) dot[v] = acc[v];
     }
 
-    // The argmin over the lanes of each row (ties: the lowest index).
+    // The argmin over the lanes of each row.
     const int r = idx0 / K;
     const std::int64_t row = g * G + warp * R + r;
-    const float xn = group_norms[buf][warp * R + r];
-    float best = INFINITY;
-    int best_j = INT_MAX;
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int j = (idx0 + v) % K;
-      if (j >= k) continue;
-      const float dist = xn + cn[j] - 2.f * dot[v];
-      if (dist < best || (dist == best && j < best_j)) best = dist, best_j = j;
-    }
-#pragma unroll
-    for (int off = 1; off < kLanesPerRow; off <<= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, off);
-      const int oj = __shfl_xor_sync(0xffffffffu, best_j, off);
-      if (ob < best || (ob == best && oj < best_j)) best = ob, best_j = oj;
-    }
-    if (best_j == INT_MAX) best = NAN, best_j = 0;  // every distance NaN: label 0, as the other paths give
+    const LaneNearest best = nearest_over_lanes<K, V, kLanesPerRow>(dot, idx0, k, group_norms[buf][warp * R + r], cn);
     if (lane % kLanesPerRow == 0) {
-      group_labels[warp * R + r] = row < n ? best_j : -1;
+      group_labels[warp * R + r] = row < n ? best.index : -1;
       if (rank == 0 && row < n) {
-        labels[row] = best_j;
-        mindist[row] = best > 0.f || best != best ? best : 0.f;
-        atomicAdd(block_counts + best_j, 1);
+        labels[row] = best.index;
+        mindist[row] = best.distance;
+        atomicAdd(block_counts + best.index, 1);
       }
     }
     __syncthreads();  // the group's labels

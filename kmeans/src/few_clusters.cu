@@ -13,12 +13,11 @@
 //    the lowest index), counts per block in shared memory (integer atomics: any order gives the same).
 #include "detail.hpp"
 #include "element.cuh"
-#include "lane_sums.cuh"
+#include "lane_reductions.cuh"
 
 #include <skinny/gemm/errors.hpp>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 
 namespace skinny::kmeans::detail {
@@ -107,27 +106,11 @@ __global__ void __launch_bounds__(kThreads, 2) few_nearest_kernel(const T* __res
     // Lane l holds flat indices V l .. V l + V - 1 (row = index / K, centroid = index % K).
     const int r = (V * lane) / K;
     const std::int64_t row = row0 + r;
-    const float xn = row < n ? xnorm[row] : 0.f;
-    float best = INFINITY;
-    int best_j = INT_MAX;
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const int j = (V * lane + v) % K;
-      if (j >= k) continue;
-      const float dist = xn + cnorm[j] - 2.f * acc[v];
-      if (dist < best || (dist == best && j < best_j)) best = dist, best_j = j;
-    }
-#pragma unroll
-    for (int off = 1; off < kLanesPerRow; off <<= 1) {
-      const float ob = __shfl_xor_sync(0xffffffffu, best, off);
-      const int oj = __shfl_xor_sync(0xffffffffu, best_j, off);
-      if (ob < best || (ob == best && oj < best_j)) best = ob, best_j = oj;
-    }
-    if (best_j == INT_MAX) best = NAN, best_j = 0;  // every distance NaN: label 0, as gemm::nearest gives
+    const LaneNearest best = nearest_over_lanes<K, V, kLanesPerRow>(acc, V * lane, k, row < n ? xnorm[row] : 0.f, cnorm);
     if (lane % kLanesPerRow == 0 && row < n) {
-      labels[row] = best_j;
-      mindist[row] = best > 0.f || best != best ? best : 0.f;
-      atomicAdd(block_counts + best_j, 1);
+      labels[row] = best.index;
+      mindist[row] = best.distance;
+      atomicAdd(block_counts + best.index, 1);
     }
   }
   __syncthreads();

@@ -8,8 +8,8 @@
 
 #include "../../kmeans/src/detail.hpp"
 #include "../../kmeans/src/fixed_point.hpp"
+#include "test_data.hpp"
 #include "support/gpu_fixture.hpp"
-#include "support/random_matrix.hpp"
 
 #include <gtest/gtest.h>
 
@@ -39,68 +39,42 @@ class AssignAndSumGpu : public testing::GpuTest {
 
 template <class T>
 void matches_exact(std::int64_t n, std::int64_t d, std::int64_t k) {
-  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k) +
-                            " elem=" + std::to_string(sizeof(T));
-  const auto xf = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 71);
-  const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 72);
-  std::vector<T> x(xf.size());
-  std::vector<float> xs(xf.size());  // the values the kernel sees
-  for (std::size_t i = 0; i < xf.size(); ++i) xs[i] = static_cast<float>(x[i] = static_cast<T>(xf[i]));
-  std::vector<float> xn(static_cast<std::size_t>(n)), cn(static_cast<std::size_t>(k));
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < d; ++j) xn[i] += xs[i * d + j] * xs[i * d + j];
-  for (std::int64_t i = 0; i < k; ++i)
-    for (std::int64_t j = 0; j < d; ++j) cn[i] += c[i * d + j] * c[i * d + j];
+  const auto t = testing::few_clusters_case<T>(n, d, k, 71);
   // Each column's scale from its largest magnitude, as the Updater fixes them.
   std::vector<double> scale(static_cast<std::size_t>(d));
   for (std::int64_t j = 0; j < d; ++j) {
     double m = 0;
-    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(xs[i * d + j])));
+    for (std::int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(t.xs[i * d + j])));
     scale[j] = detail::fixed_scale(m);
   }
 
-  DeviceBuffer<T> dx(x);
-  DeviceBuffer<float> dc(c), dxn(xn), dcn(cn), dmin(std::vector<float>(static_cast<std::size_t>(n), NAN));
+  DeviceBuffer<T> dx(t.x);
+  DeviceBuffer<float> dc(t.c), dxn(t.xn), dcn(t.cn), dmin(std::vector<float>(static_cast<std::size_t>(n), NAN));
   DeviceBuffer<std::int32_t> dl(std::vector<std::int32_t>(static_cast<std::size_t>(n), -5));
   DeviceBuffer<int> dcounts(std::vector<int>(static_cast<std::size_t>(k), 0));
   DeviceBuffer<unsigned long long> dsums(std::vector<unsigned long long>(static_cast<std::size_t>(2 * k * d), 0));
   DeviceBuffer<double> dscale(scale);
-  ASSERT_TRUE(detail::assign_and_sum_applies(dx.data(), d, k)) << where;
+  ASSERT_TRUE(detail::assign_and_sum_applies(dx.data(), d, k)) << t.where;
   const detail::SumTarget target{dsums.data(), dsums.data() + k * d, dscale.data()};
   detail::assign_and_sum(dx.data(), n, d, dc.data(), k, dxn.data(), dcn.data(), dl.data(), dmin.data(), dcounts.data(),
                          target, shared_context().stream());
   const auto labels = dl.to_host();
-  const auto dist = dmin.to_host();
-  const auto counts = dcounts.to_host();
-  const auto sums = dsums.to_host();
+  testing::expect_nearest(t, labels, dmin.to_host(), dcounts.to_host());
+  if (::testing::Test::HasFatalFailure()) return;
 
-  std::vector<int> want_counts(static_cast<std::size_t>(k), 0);
-  std::vector<__int128> want_sums(static_cast<std::size_t>(k * d), 0);
-  const double max_cn = *std::max_element(cn.begin(), cn.end());
-  for (std::int64_t i = 0; i < n; ++i) {
-    ASSERT_TRUE(labels[i] >= 0 && labels[i] < k) << where << " point " << i << " label " << labels[i];
-    ++want_counts[labels[i]];
-    double best = INFINITY, mine = 0;
-    for (std::int64_t j = 0; j < k; ++j) {
-      double s = 0;
-      for (std::int64_t p = 0; p < d; ++p) s += (double(xs[i * d + p]) - c[j * d + p]) * (double(xs[i * d + p]) - c[j * d + p]);
-      best = std::min(best, s);
-      if (j == labels[i]) mine = s;
-    }
-    const double bound = 64 * 1.2e-7 * (double(xn[i]) + max_cn);
-    ASSERT_LE(mine - best, bound) << where << " point " << i;
-    ASSERT_NEAR(mine, double(dist[i]), bound) << where << " point " << i;
+  // The sums: exactly the integers of the points' fixed-point values, added under the kernel's labels.
+  const auto sums = dsums.to_host();
+  std::vector<__int128> want(static_cast<std::size_t>(k * d), 0);
+  for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t p = 0; p < d; ++p)
-      want_sums[labels[i] * d + p] += std::llrint(double(xs[i * d + p]) * scale[p]);  // exact: a power-of-two scale
-  }
-  EXPECT_EQ(want_counts, counts) << where;
+      want[labels[i] * d + p] += std::llrint(double(t.xs[i * d + p]) * scale[p]);  // exact: a power-of-two scale
   std::int64_t wrong = 0, first = -1;
   for (std::int64_t e = 0; e < k * d; ++e) {
     const __int128 got = static_cast<__int128>(static_cast<long long>(sums[e])) * (__int128(1) << 32) +
                          static_cast<__int128>(sums[k * d + e]);
-    if (got != want_sums[e] && wrong++ == 0) first = e;
+    if (got != want[e] && wrong++ == 0) first = e;
   }
-  EXPECT_EQ(0, wrong) << where << ": sums differ from the exact integer sums, first at cluster " << first / d
+  EXPECT_EQ(0, wrong) << t.where << ": sums differ from the exact integer sums, first at cluster " << first / d
                       << " column " << first % d;
 }
 
@@ -139,12 +113,9 @@ TEST_F(AssignAndSumGpu, AppliesOnlyWhereItCan) {
 template <class T>
 void one_pass_fits_like_two_passes(std::int64_t n, std::int64_t d, int k) {
   Context& ctx = shared_context();
-  DeviceBuffer<float> xf(static_cast<std::size_t>(n * d));
-  make_blobs<float>(ctx, xf.data(), n, d, k, 23, 1.5, 4.0);
-  std::vector<float> host = xf.to_host();
-  std::vector<T> narrow(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(narrow[i] = static_cast<T>(host[i]));
-  DeviceBuffer<T> x(narrow);
+  const auto blobs = testing::narrow_blobs<T>(ctx, n, d, k, 23);
+  const std::vector<float>& host = blobs.values;
+  const DeviceBuffer<T>& x = blobs.x;
   Params p;
   p.k = k;
   p.init = Init::given;

@@ -4,6 +4,7 @@
 #include <skinny/kmeans/kmeans.hpp>
 
 #include "../../kmeans/src/detail.hpp"
+#include "test_data.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/random_matrix.hpp"
 #include "support/relative_difference.hpp"
@@ -162,16 +163,10 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
 template <class H>
 void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
   Context& ctx = shared_context();
-  DeviceBuffer<float> xf(static_cast<std::size_t>(n * d));
-  make_blobs<float>(ctx, xf.data(), n, d, k, 17, 1.5, 4.0);
-  std::vector<float> host = xf.to_host();
-  std::vector<H> narrow(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) {
-    narrow[i] = static_cast<H>(host[i]);
-    host[i] = static_cast<float>(narrow[i]);  // the values the 16-bit fit sees
-  }
-  xf.copy_from(host);
-  DeviceBuffer<H> xh(narrow);
+  const auto blobs = testing::narrow_blobs<H>(ctx, n, d, k, 17);
+  const std::vector<float>& host = blobs.values;  // the values the 16-bit fit sees
+  const DeviceBuffer<float> xf(host);
+  const DeviceBuffer<H>& xh = blobs.x;
   Params p;
   p.k = k;
   p.init = Init::given;
@@ -213,42 +208,14 @@ TEST_F(KmeansGpu, SixteenBitDataFitsLikeFloat) {
 /// poisoned output, in float and 16-bit.
 template <class T>
 void few_clusters_match_exact(std::int64_t n, std::int64_t d, std::int64_t k) {
-  const auto xf = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 91);
-  const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 92);
-  std::vector<T> x(xf.size());
-  std::vector<float> xs(xf.size());  // the values the kernel sees
-  for (std::size_t i = 0; i < xf.size(); ++i) xs[i] = static_cast<float>(x[i] = static_cast<T>(xf[i]));
-  std::vector<float> xn(static_cast<std::size_t>(n)), cn(static_cast<std::size_t>(k));
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < d; ++j) xn[i] += xs[i * d + j] * xs[i * d + j];
-  for (std::int64_t i = 0; i < k; ++i)
-    for (std::int64_t j = 0; j < d; ++j) cn[i] += c[i * d + j] * c[i * d + j];
-  DeviceBuffer<T> dx(x);
-  DeviceBuffer<float> dc(c), dxn(xn), dcn(cn), dmin(std::vector<float>(static_cast<std::size_t>(n), NAN));
+  const auto t = testing::few_clusters_case<T>(n, d, k, 91);
+  DeviceBuffer<T> dx(t.x);
+  DeviceBuffer<float> dc(t.c), dxn(t.xn), dcn(t.cn), dmin(std::vector<float>(static_cast<std::size_t>(n), NAN));
   DeviceBuffer<std::int32_t> dl(std::vector<std::int32_t>(static_cast<std::size_t>(n), -5));
   DeviceBuffer<int> dcounts(std::vector<int>(static_cast<std::size_t>(k), 0));
   const cudaStream_t stream = shared_context().stream();
   detail::few_nearest(dx.data(), n, d, dc.data(), k, dxn.data(), dcn.data(), dl.data(), dmin.data(), dcounts.data(), stream);
-  const auto labels = dl.to_host();
-  const auto dist = dmin.to_host();
-  const auto counts = dcounts.to_host();
-  std::vector<int> want_counts(static_cast<std::size_t>(k), 0);
-  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
-  for (std::int64_t i = 0; i < n; ++i) {
-    ASSERT_TRUE(labels[i] >= 0 && labels[i] < k) << where << " point " << i;
-    ++want_counts[labels[i]];
-    double best = INFINITY, mine = 0;
-    for (std::int64_t j = 0; j < k; ++j) {
-      double s = 0;
-      for (std::int64_t p = 0; p < d; ++p) s += (double(xs[i * d + p]) - c[j * d + p]) * (double(xs[i * d + p]) - c[j * d + p]);
-      best = std::min(best, s);
-      if (j == labels[i]) mine = s;
-    }
-    const double bound = 64 * 1.2e-7 * (double(xn[i]) + double(*std::max_element(cn.begin(), cn.end())));
-    ASSERT_LE(mine - best, bound) << where << " point " << i;
-    ASSERT_NEAR(mine, double(dist[i]), bound) << where << " point " << i;
-  }
-  EXPECT_EQ(want_counts, counts) << where;
+  testing::expect_nearest(t, dl.to_host(), dmin.to_host(), dcounts.to_host());
 }
 
 TEST_F(KmeansGpu, FewClustersMatchExactDistances) {
