@@ -256,9 +256,14 @@ class ProtectedGemm:
     (``abft::ProtectedGemm``): :meth:`multiply` computes C with column and row checksums predicted from the
     operands, :meth:`verify_and_correct` recomputes them from C and compares.
 
-    A carried and a recomputed checksum differ on clean data by rounding alone; a difference above
-    ``gamma * u * sqrt(k + h) * S`` (u the unit round-off, h the terms the checksum adds, S the same
-    checksum of |A| |B|) is an error. ``threshold`` > 0 replaces that bound by one absolute value.
+    A carried and a recomputed checksum differ on clean data by rounding alone; a difference above the
+    checksum's threshold is an error. ``threshold_model`` says how the threshold follows the data:
+    "rounding" (default): ``gamma * u * sqrt(V)``, V the variance of the rounding of the sums the
+    checksum compares, from the squares of the products and of C (docs/abft-threshold.md: about 20x the
+    largest clean difference, so errors far below the L1 bound are caught, with no false alarm in 1000
+    clean products); "l1": ``gamma * u * sqrt(k + h) * S`` (u the unit round-off, h the terms the
+    checksum adds, S the same checksum of |A| |B|), far above the rounding of data of mixed signs.
+    ``threshold`` > 0 replaces either by one absolute value.
 
     Parameters
     ----------
@@ -266,10 +271,12 @@ class ProtectedGemm:
     dtype : float32 or float64, default float32
     backend : str, default "auto"
         GEMM for the product: one of :func:`skinny.algorithms`.
-    gamma : float > 0, default 16
-        Safety factor of the round-off threshold: higher means fewer false alarms, small errors unseen.
+    gamma : float > 0 or None, default None
+        Safety factor of the threshold: higher means fewer false alarms, small errors unseen. None: the
+        model's calibrated one (:func:`default_gamma`; 16 for "l1").
     threshold : float >= 0, default 0
-        Absolute threshold for every comparison instead (0: the round-off one).
+        Absolute threshold for every comparison instead (0: the model's).
+    threshold_model : "rounding" or "l1", default "rounding"
     device : int or None
         CUDA device to work on (None: the current one). CUDA arrays passed in must live there.
 
@@ -278,19 +285,22 @@ class ProtectedGemm:
     """
 
     def __init__(self, m: int, n: int, k: int, *, dtype: DTypeLike = np.float32, backend: str = "auto",
-                 gamma: float = 16.0, threshold: float = 0.0, device: Optional[int] = None) -> None:
+                 gamma: Optional[float] = None, threshold: float = 0.0, threshold_model: str = "rounding",
+                 device: Optional[int] = None) -> None:
         where = "abft.ProtectedGemm"
         m, n, k = (_int(v, name, where, minimum=1) for v, name in ((m, "m"), (n, "n"), (k, "k")))
         self.shape = (m, n, k)
         self.dtype = _float_dtype(dtype, where)
         self.backend = _choice(backend, _skinny.algo_names(), "backend", where)
-        self.gamma = _real(gamma, "gamma", where, positive=True)
+        self.threshold_model = _choice(threshold_model, THRESHOLD_MODELS, "threshold_model", where)
+        self.gamma = (default_gamma(self.threshold_model, self.dtype) if gamma is None
+                      else _real(gamma, "gamma", where, positive=True))
         self.threshold = _real(threshold, "threshold", where)
         _check_can_multiply(m, n, k, self.backend, self.dtype, where)
         device = _device_param(device, where)
         require_cuda(f"skinny.{where}")
         self._pg = _skinny.AbftProtectedGemm(m, n, k, self.dtype.name, self.backend, self.gamma, self.threshold,
-                                             -1 if device is None else device)
+                                             self.threshold_model, -1 if device is None else device)
         self.device: int = int(self._pg.device)
         self._multiplied = False
 
@@ -361,19 +371,33 @@ class ProtectedGemm:
     def __repr__(self) -> str:
         m, n, k = self.shape
         return (f"ProtectedGemm(m={m}, n={n}, k={k}, dtype={self.dtype.name}, backend={self.backend!r}, "
-                f"gamma={self.gamma}, threshold={self.threshold}, device={self.device})")
+                f"gamma={self.gamma}, threshold={self.threshold}, threshold_model={self.threshold_model!r}, "
+                f"device={self.device})")
 
 
-def protected_gemm(a: Any, b: Any, *, backend: str = "auto", gamma: float = 16.0, threshold: float = 0.0,
-                   out: Optional[Any] = None) -> tuple[Any, Report]:
+THRESHOLD_MODELS = ("rounding", "l1")
+
+
+def default_gamma(threshold_model: str = "rounding", dtype: DTypeLike = np.float32) -> float:
+    """The library's calibrated safety factor of a threshold model ("rounding" or "l1") for float32 or
+    float64: what :class:`ProtectedGemm` uses when gamma is None."""
+    where = "abft.default_gamma"
+    model = _choice(threshold_model, THRESHOLD_MODELS, "threshold_model", where)
+    return float(_skinny.abft_default_gamma(model, _float_dtype(dtype, where).name))
+
+
+def protected_gemm(a: Any, b: Any, *, backend: str = "auto", gamma: Optional[float] = None, threshold: float = 0.0,
+                   threshold_model: str = "rounding", out: Optional[Any] = None) -> tuple[Any, Report]:
     """``a @ b`` on the GPU, verified against its carried checksums: (C, report). A single wrong element of
     C (a fault during the product) is corrected before C is returned; report.finding says what happened.
     a (m x k) and b (k x n): one dtype (float32/float64), both NumPy or both CUDA arrays (C of that kind).
     Parameters as for :class:`ProtectedGemm`."""
     where = "abft.protected_gemm"
     backend = _choice(backend, _skinny.algo_names(), "backend", where)
-    gamma = _real(gamma, "gamma", where, positive=True)
+    if gamma is not None:
+        gamma = _real(gamma, "gamma", where, positive=True)
     threshold = _real(threshold, "threshold", where)
+    threshold_model = _choice(threshold_model, THRESHOLD_MODELS, "threshold_model", where)
     a = _operand(a, where, "a")
     b = _operand(b, where, "b")
     if _dtype_of(a) != _dtype_of(b):
@@ -385,7 +409,7 @@ def protected_gemm(a: Any, b: Any, *, backend: str = "auto", gamma: float = 16.0
     _check_can_multiply(m, n, k, backend, _dtype_of(a), where)
     require_cuda(f"skinny.{where}")
     pg = ProtectedGemm(m, n, k, dtype=_dtype_of(a), backend=backend, gamma=gamma, threshold=threshold,
-                       device=_device_of(a))
+                       threshold_model=threshold_model, device=_device_of(a))
     c = pg._multiply(a, b, out, protect=True, where=where, checked=True)
     pg._multiplied = True
     return c, pg.verify_and_correct(c)
@@ -648,4 +672,4 @@ def _same_kind(where: str, **arrays: Any) -> None:
 
 __all__ = ["Checksums", "Report", "Injection", "Encoder", "ProtectedGemm", "backends", "blocks", "cannot_encode",
            "encode", "reference_encode", "protected_gemm", "inject_bit_flip", "inject_add", "flip_bit", "SIDES",
-           "BIT_RANGES", "FINDINGS"]
+           "BIT_RANGES", "FINDINGS", "THRESHOLD_MODELS", "default_gamma"]

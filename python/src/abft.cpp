@@ -195,7 +195,7 @@ std::string cannot_multiply(std::int64_t m, std::int64_t n, std::int64_t k, gemm
 class PyProtectedGemm {
  public:
   PyProtectedGemm(std::int64_t m, std::int64_t n, std::int64_t k, const std::string& dtype, const std::string& backend,
-                  double gamma, double threshold, int device)
+                  double gamma, double threshold, const std::string& threshold_model, int device)
       : m_(m), n_(n), k_(k), double_(is_double(dtype)) {
     const gemm::Algo algo = gemm::algo_from_name(backend);
     if (m < 1 || n < 1 || k < 1)
@@ -206,8 +206,7 @@ class PyProtectedGemm {
     DeviceScope keep(-1);
     device_ = use_device(device);
     ctx_ = std::make_unique<Context>();
-    // Python keeps the L1 bound its documentation describes (gamma 16) until it exposes the model.
-    const abft::Threshold t{gamma, threshold, abft::ThresholdModel::l1_bound};
+    const abft::Threshold t{gamma, threshold, abft::threshold_model_from_name(threshold_model)};
     // C^T (n x m) = B^T (n x k) A^T (k x m).
     if (double_)
       f64_ = std::make_unique<abft::ProtectedGemm<double>>(*ctx_, n, m, k, algo, t);
@@ -359,6 +358,14 @@ void check_element(const char* what, const Matrix& x, std::int64_t row, std::int
 
 void bind_abft(nb::module_& m) {
   m.def("abft_backend_names", &abft::backend_names, "The checksum encoders' names: cublas, tsm2, fused.");
+  m.def(
+      "abft_default_gamma",
+      [](const std::string& model, const std::string& dtype) {
+        const abft::ThresholdModel m = abft::threshold_model_from_name(model);
+        return is_double(dtype) ? abft::default_gamma<double>(m) : abft::default_gamma<float>(m);
+      },
+      nb::arg("threshold_model"), nb::arg("dtype"),
+      "The calibrated safety factor of a threshold model (rounding, l1) for float32 or float64.");
   m.def("abft_blocks", &abft::blocks, nb::arg("extent"), nb::arg("density"),
         "Number of checksum blocks along a dimension of `extent` for density b (0: one).");
   m.def(
@@ -411,9 +418,9 @@ void bind_abft(nb::module_& m) {
 
   nb::class_<PyProtectedGemm>(m, "AbftProtectedGemm")
       .def(nb::init<std::int64_t, std::int64_t, std::int64_t, const std::string&, const std::string&, double, double,
-                    int>(),
+                    const std::string&, int>(),
            nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("dtype"), nb::arg("backend"), nb::arg("gamma"),
-           nb::arg("threshold"), nb::arg("device"))
+           nb::arg("threshold"), nb::arg("threshold_model"), nb::arg("device"))
       .def("multiply", &PyProtectedGemm::multiply, nb::arg("a").noconvert(), nb::arg("b").noconvert(),
            nb::arg("out").noconvert(), nb::arg("protect"), "out = a @ b (with its carried checksums when protect).")
       .def("verify_and_correct", &PyProtectedGemm::verify_and_correct, nb::arg("c").noconvert(),

@@ -13,6 +13,9 @@ from skinny import abft
 DTYPES = [np.float32, np.float64]
 # Odd shapes: 1 and non-multiples of every tile (the fused encoder's 256-row tiles and 512-column bands).
 SHAPES = [(1, 1), (1, 7), (7, 1), (7, 17), (17, 127), (127, 7), (127, 129), (257, 1027), (1027, 513)]
+# An error counts as above its threshold when it exceeds it by this factor: with the rounding model's tight
+# threshold, rounding of the opposite sign can hide an error just above it (docs/abft-threshold.md).
+DETECTION_MARGIN = 1.25
 PRODUCTS = [(1, 1, 1), (1, 7, 17), (7, 1, 127), (17, 127, 7), (127, 17, 1), (127, 129, 33), (257, 1, 513),
             (300, 257, 127)]
 
@@ -166,6 +169,7 @@ def offline_gemm(m=4, n=3, k=5, dtype=np.float64, multiplied=True, compiled=None
     """A ProtectedGemm as __init__ leaves it, without a GPU (the compiled part replaced)."""
     pg = abft.ProtectedGemm.__new__(abft.ProtectedGemm)
     pg.shape, pg.dtype, pg.backend, pg.gamma, pg.threshold = (m, n, k), np.dtype(dtype), "auto", 16.0, 0.0
+    pg.threshold_model = "rounding"
     pg._pg = compiled if compiled is not None else Unreachable()
     pg.device, pg._multiplied = 0, multiplied
     return pg
@@ -374,6 +378,7 @@ def test_encoder_that_cannot_do_the_shape_says_why():
     ({"gamma": float("nan")}, ValueError, "gamma must be a finite number > 0, got nan"),
     ({"threshold": -1.0}, ValueError, "threshold must be a finite number >= 0, got -1.0"),
     ({"threshold": float("inf")}, ValueError, "threshold must be a finite number >= 0, got inf"),
+    ({"threshold_model": "tight"}, ValueError, "unknown threshold_model 'tight'; valid: rounding, l1"),
     ({"device": -1}, ValueError, "device must be an integer >= 0, got -1"),
 ])
 def test_bad_protected_gemm_parameters(kwargs, error, message):
@@ -387,8 +392,21 @@ def test_bad_protected_gemm_function_parameters():
         abft.protected_gemm(A, B, backend="fastest")
     with pytest.raises(ValueError, match="gamma must be a finite number > 0"):
         abft.protected_gemm(A, B, gamma=-1)
+    with pytest.raises(ValueError, match="unknown threshold_model 'L1'; valid: rounding, l1"):
+        abft.protected_gemm(A, B, threshold_model="L1")
     with pytest.raises(ValueError, match=r"backend 'wmma' cannot compute a \(4, 5\) x \(5, 3\) float64 product"):
         abft.protected_gemm(A, B, backend="wmma")
+
+
+def test_default_gamma_is_the_library_calibration():
+    assert abft.default_gamma("l1", np.float32) == abft.default_gamma("l1", np.float64) == 16.0
+    for dtype in DTYPES:
+        assert 0 < abft.default_gamma("rounding", dtype) < 16.0
+    assert abft.default_gamma() == abft.default_gamma("rounding", np.float32)
+    with pytest.raises(ValueError, match="unknown threshold_model 'exact'"):
+        abft.default_gamma("exact")
+    with pytest.raises(TypeError, match="dtype float16 is not supported"):
+        abft.default_gamma("l1", np.float16)
 
 
 def test_verify_and_thresholds_before_multiply():
@@ -566,7 +584,7 @@ def test_single_error_is_detected_located_and_corrected(shape, dtype):
     for value in (1000.0, -0.5 * k, np.inf, -np.inf):
         i, j = int(rng.integers(m)), int(rng.integers(n))
         tau = max(pg.threshold_row(i), pg.threshold_col(j))
-        if np.isfinite(value) and abs(value) <= tau:
+        if np.isfinite(value) and abs(value) <= DETECTION_MARGIN * tau:
             continue
         inj = abft.inject_add(c, i, j, value)
         assert (inj.row, inj.col, inj.bit) == (i, j, -1) and inj.before == clean[i, j]
@@ -600,8 +618,8 @@ def test_bit_flips_are_located_and_corrected(dtype):
         assert np.asarray(inj.after, dtype=dtype) == abft.flip_bit(inj.before, inj.bit, dtype) or np.isnan(inj.after)
         tau = max(pg.threshold_row(inj.row), pg.threshold_col(inj.col))
         report = pg.verify_and_correct(c)
-        if abs(inj.after - inj.before) <= tau:
-            continue  # below the threshold: not promised (a NaN is above every threshold)
+        if abs(inj.after - inj.before) <= DETECTION_MARGIN * tau:
+            continue  # not above the threshold by more than rounding: not promised (a NaN is above every threshold)
         above += 1
         assert report.finding == "corrected" and (report.row, report.col) == (inj.row, inj.col), (seed, inj, report)
         assert abs(float(c[inj.row, inj.col]) - float(clean[inj.row, inj.col])) <= tau
@@ -635,6 +653,33 @@ def test_protected_gemm_function(dtype):
     out = np.empty((127, 7), dtype=dtype)
     c2, _ = abft.protected_gemm(a, b, backend="cublas", out=out)
     assert c2 is out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rounding_thresholds_sit_far_below_the_l1_bound(dtype):
+    m, n, k = 257, 129, 513
+    a, b = random_nonzero((m, k), dtype, seed=15), random_nonzero((k, n), dtype, seed=16)
+    tight = abft.ProtectedGemm(m, n, k, dtype=dtype)
+    loose = abft.ProtectedGemm(m, n, k, dtype=dtype, threshold_model="l1")
+    assert (tight.threshold_model, loose.threshold_model) == ("rounding", "l1")
+    assert (tight.gamma, loose.gamma) == (abft.default_gamma("rounding", dtype), 16.0)
+    c, c_loose = tight.multiply(a, b), loose.multiply(a, b)
+    assert tight.verify_and_correct(c).clean and loose.verify_and_correct(c_loose).clean
+    # Data of mixed signs: the L1 bound grows with sum |a b|, the rounding with its square root.
+    assert loose.min_threshold > 10 * tight.min_threshold
+    assert loose.threshold_row(7) > 10 * tight.threshold_row(7)
+    # An error between the two thresholds: caught and corrected by the rounding model only.
+    tau, tau_loose = max(tight.threshold_row(7), tight.threshold_col(5)), min(loose.threshold_row(7), loose.threshold_col(5))
+    error = np.sqrt(DETECTION_MARGIN * tau * tau_loose)
+    assert DETECTION_MARGIN * tau < error < tau_loose
+    clean = c.copy()
+    abft.inject_add(c, 7, 5, error)
+    abft.inject_add(c_loose, 7, 5, error)
+    report = tight.verify_and_correct(c)
+    assert report.corrected and (report.row, report.col) == (7, 5)
+    assert abs(float(c[7, 5]) - float(clean[7, 5])) <= tau
+    assert loose.verify_and_correct(c_loose).clean
 
 
 @pytest.mark.gpu
