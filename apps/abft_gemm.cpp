@@ -69,7 +69,7 @@ void setup_abft_gemm(CLI::App& app, CampaignOptions& o) {
 template <class T>
 int run_typed(const CampaignOptions& o) {
   const std::int64_t n = o.size;
-  require_gpu_memory(7.0 * double(n) * double(n) * sizeof(T), "a protected " + std::to_string(n) + "^2 GEMM",
+  require_gpu_memory(4.5 * double(n) * double(n) * sizeof(T), "a protected " + std::to_string(n) + "^2 GEMM",
                      memory_advice(o.common, "a smaller --size"));
   const CudaStream stream;
   Context ctx(stream);

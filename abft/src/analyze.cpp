@@ -10,19 +10,13 @@
 namespace skinny::abft::detail {
 namespace {
 
-/// |difference| / threshold: 0 for an exact match (whatever the threshold), NaN when either is not finite.
-double ratio(double difference, double tau) {
-  if (!std::isfinite(tau)) return std::numeric_limits<double>::quiet_NaN();  // the magnitudes overflowed
-  return difference == 0 ? 0 : std::abs(difference) / tau;
-}
-
 /// Indices whose carried and computed checksums differ by more than their thresholds (NaN counts), and
 /// the largest finite ratio and plain difference seen.
 std::vector<std::int64_t> inconsistent(const Checks& c, Report& r) {
   std::vector<std::int64_t> bad;
   for (std::size_t i = 0; i < c.carried_e.size(); ++i) {
     const double de = c.computed_e[i] - c.carried_e[i], dw = c.computed_w[i] - c.carried_w[i];
-    const double worst = std::max(ratio(de, c.tau_e[i]), ratio(dw, c.tau_w[i]));  // NaN if either is
+    const double worst = worst_ratio(check_ratio(de, c.tau_e[i]), check_ratio(dw, c.tau_w[i]));
     if (!(worst <= 1)) bad.push_back(static_cast<std::int64_t>(i));
     if (std::isfinite(worst)) r.max_ratio = std::max(r.max_ratio, worst);
     if (std::isfinite(de)) r.max_difference = std::max(r.max_difference, std::abs(de));
@@ -43,7 +37,7 @@ std::int64_t strongest(const Checks& c) {
   std::int64_t best = -1;
   double best_ratio = -1;
   for (std::size_t i = 0; i < c.carried_e.size(); ++i) {
-    const double q = ratio(c.computed_e[i] - c.carried_e[i], c.tau_e[i]);
+    const double q = check_ratio(c.computed_e[i] - c.carried_e[i], c.tau_e[i]);
     if (std::isfinite(q) && q > best_ratio) {
       best_ratio = q;
       best = static_cast<std::int64_t>(i);

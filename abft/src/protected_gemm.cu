@@ -1,38 +1,121 @@
 // A GEMM that carries its own checksums: C = A B through any gemm backend, the checksums of C predicted
-// from the encoded operands, recomputed from C (fused encoding) and compared within round-off thresholds
-// computed from the magnitudes of the same product (threshold.hpp, docs/abft-threshold.md).
+// from the operands and recomputed from C, compared within round-off thresholds computed from the
+// magnitudes of the same product (threshold.hpp, docs/abft-threshold.md). Everything after the product
+// stays on the GPU until verification's verdict: three passes over the operands give the carried
+// checksums and the thresholds' magnitudes (two_way_sums.cuh), one over C the squares of the result;
+// verification is one pass over C with the comparison in it, and a copy of four numbers to the host. Only
+// an inconsistent check brings the checksums to the host, where one element is located and corrected.
 #include "detail.hpp"
 #include "threshold.hpp"
+#include "two_way_sums.cuh"
 
 #include <skinny/gemm/errors.hpp>
-
-#include <thrust/execution_policy.h>
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform.h>
+#include <skinny/gemm/pinned_buffer.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace skinny::abft {
+namespace {
+
+using detail::Magnitude;
+using detail::SideSums;
+using detail::Weight;
+
+/// The thresholds of one side's checks (row checks of C: extent m, h = n; column checks: extent n, h = m).
+template <class T>
+struct ThresholdInputs {
+  /// Value-major, per check position: carried (e, w), then rounding: Q (e, w), Q_K (e, w); l1: S (e, w).
+  const T* sums = nullptr;
+  const T* result_squares = nullptr;  ///< rounding: the checksums (e, w) of C o C
+  double* tau = nullptr;              ///< out: 2 x extent, value-major (plain, weighted)
+  std::int64_t extent = 0, h = 0;
+};
+
+template <class T>
+__global__ void __launch_bounds__(256)
+    thresholds_kernel(const ThresholdInputs<T> rows, const ThresholdInputs<T> cols, Threshold threshold, std::int64_t k) {
+  wait_for_previous_grid();
+  std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool is_row = o < 2 * rows.extent;
+  const ThresholdInputs<T> in = is_row ? rows : cols;
+  if (!is_row) o -= 2 * rows.extent;
+  if (o >= 2 * in.extent) return;
+  const std::int64_t e = in.extent, t = o / e, pos = o % e;
+  detail::CheckMagnitudes mg;
+  if (threshold.model == ThresholdModel::l1_bound) {
+    mg.l1 = in.sums[(2 + t) * e + pos];
+  } else {
+    // The weighted check's squared weights w^2 <= h w are bounded by h times its weighted squares.
+    const double weights = t == 1 ? double(in.h) : 1.0;
+    mg.squares = weights * double(in.sums[(2 + t) * e + pos]);
+    mg.carried_squares = in.sums[(4 + t) * e + pos];
+    mg.result_squares = weights * double(in.result_squares[t * e + pos]);
+    mg.checksum = in.sums[t * e + pos];
+  }
+  in.tau[o] = detail::resolved_threshold<T>(threshold, k, in.h, mg);
+}
+
+/// What verification found on the GPU: the count of inconsistent checks per side and the largest finite
+/// ratio and plain difference (non-negative doubles compare like their bits: atomicMax on those).
+struct Verdict {
+  unsigned long long inconsistent_rows, inconsistent_cols, max_ratio_bits, max_difference_bits;
+};
+
+template <class T>
+struct CompareInputs {
+  const T* carried = nullptr;   ///< 2 x extent (e, w), value-major
+  const T* computed = nullptr;  ///< 2 x extent
+  const double* tau = nullptr;  ///< 2 x extent
+  std::int64_t extent = 0;
+};
+
+/// One thread per check: the same decision as detail::analyze makes on the host.
+template <class T>
+__global__ void __launch_bounds__(256) compare_kernel(const CompareInputs<T> rows, const CompareInputs<T> cols,
+                                                      Verdict* verdict) {
+  wait_for_previous_grid();
+  std::int64_t pos = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool is_row = pos < rows.extent;
+  const CompareInputs<T> in = is_row ? rows : cols;
+  if (!is_row) pos -= rows.extent;
+  if (pos >= in.extent) return;
+  const std::int64_t e = in.extent;
+  const double de = double(in.computed[pos]) - double(in.carried[pos]);
+  const double dw = double(in.computed[e + pos]) - double(in.carried[e + pos]);
+  const double worst = detail::worst_ratio(detail::check_ratio(de, in.tau[pos]), detail::check_ratio(dw, in.tau[e + pos]));
+  if (!(worst <= 1)) atomicAdd(is_row ? &verdict->inconsistent_rows : &verdict->inconsistent_cols, 1ull);
+  if (fabs(worst) <= DBL_MAX) atomicMax(&verdict->max_ratio_bits, static_cast<unsigned long long>(__double_as_longlong(worst)));
+  if (fabs(de) <= DBL_MAX)
+    atomicMax(&verdict->max_difference_bits, static_cast<unsigned long long>(__double_as_longlong(fabs(de))));
+}
+
+double from_bits(unsigned long long bits) {
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+dim3 threads_for(std::int64_t count) { return dim3(static_cast<unsigned>((count + 255) / 256)); }
+
+}  // namespace
 
 template <class T>
 struct ProtectedGemm<T>::Buffers {
-  DeviceBuffer<T> ka, rb;                        ///< (e, w)^T A: 2 x k;  B (e, w): k x 2
-  DeviceBuffer<T> carried_cols, carried_rows;    ///< (e, w)^T A B: 2 x n;  A B (e, w): m x 2
-  DeviceBuffer<T> computed_cols, computed_rows;  ///< from C
-  // The magnitudes of the thresholds. Rounding model: A o A, B o B; their encodings stacked with the
-  // squares of the carried ones ([(e, w)^T (A o A); ka o ka]: 4 x k, [(B o B)(e, w), rb o rb]: k x 4);
-  // their products (4 x n, m x 4); the checksums of C o C (2 x n, m x 2). L1 bound: |A|, |B|, their
-  // encodings (2 x k, k x 2) and products (2 x n, m x 2).
-  DeviceBuffer<T> mag_a, mag_b;
-  DeviceBuffer<T> squares_ka;  ///< rounding: (e, w)^T (A o A), 2 x k, before it is stacked into mag_ka
-  DeviceBuffer<T> mag_ka, mag_rb;
-  DeviceBuffer<T> mag_cols, mag_rows;
-  DeviceBuffer<T> square_cols, square_rows;
+  DeviceBuffer<T> weights;  ///< e = (1, ..., 1) then w = (1, 2, ..., L), L the largest dimension
+  // Value-major sums (see multiply): B's row sums (4 x k); A's column sums (4 x k); the row checks' sums
+  // (carried, then the magnitudes: 6 x m rounding, 4 x m l1) and the column checks' (6 or 4 x n).
+  DeviceBuffer<T> b_rows, a_cols, check_rows, check_cols;
+  DeviceBuffer<T> square_rows, square_cols;      ///< rounding: the checksums (e, w) of C o C: 2 x m, 2 x n
+  DeviceBuffer<T> computed_rows, computed_cols;  ///< verification's checksums of C: 2 x m, 2 x n
+  DeviceBuffer<double> tau_rows, tau_cols;       ///< 2 x m, 2 x n (plain, weighted)
+  DeviceBuffer<T> parts;                         ///< partial sums of the largest pass
+  DeviceBuffer<Verdict> verdict;
+  PinnedBuffer<Verdict> verdict_host;
 };
 
 template <class T>
@@ -51,26 +134,31 @@ ProtectedGemm<T>::ProtectedGemm(Context& ctx, std::int64_t m, std::int64_t n, st
                                                                           gemm::col_major(probe, m, n)});
   if (!s) throw std::invalid_argument("ProtectedGemm: " + s.reason);
   const auto size = [](std::int64_t count) { return static_cast<std::size_t>(count); };
-  const bool rounding = threshold_.model == ThresholdModel::rounding;
-  const std::int64_t pairs = rounding ? 4 : 2;  // magnitudes per row or column
+  const std::int64_t per_check = threshold_.model == ThresholdModel::rounding ? 6 : 4;
+  const std::int64_t largest = std::max({m, n, k});
+  std::vector<T> weights(size(2 * largest), T(1));
+  for (std::int64_t i = 0; i < largest; ++i) weights[size(largest + i)] = T(i + 1);
   Buffers& b = *buf_;
-  b.ka = DeviceBuffer<T>(size(2 * k));
-  b.rb = DeviceBuffer<T>(size(2 * k));
-  b.carried_cols = DeviceBuffer<T>(size(2 * n));
-  b.carried_rows = DeviceBuffer<T>(size(2 * m));
-  b.computed_cols = DeviceBuffer<T>(size(2 * n));
-  b.computed_rows = DeviceBuffer<T>(size(2 * m));
-  b.mag_a = DeviceBuffer<T>(size(m * k));
-  b.mag_b = DeviceBuffer<T>(size(k * n));
-  b.mag_ka = DeviceBuffer<T>(size(pairs * k));
-  b.mag_rb = DeviceBuffer<T>(size(pairs * k));
-  b.mag_cols = DeviceBuffer<T>(size(pairs * n));
-  b.mag_rows = DeviceBuffer<T>(size(pairs * m));
-  if (rounding) {
-    b.squares_ka = DeviceBuffer<T>(size(2 * k));
-    b.square_cols = DeviceBuffer<T>(size(2 * n));
+  b.weights = DeviceBuffer<T>(weights);
+  b.b_rows = DeviceBuffer<T>(size(4 * k));
+  b.a_cols = DeviceBuffer<T>(size(4 * k));
+  b.check_rows = DeviceBuffer<T>(size(per_check * m));
+  b.check_cols = DeviceBuffer<T>(size(per_check * n));
+  if (threshold_.model == ThresholdModel::rounding) {
     b.square_rows = DeviceBuffer<T>(size(2 * m));
+    b.square_cols = DeviceBuffer<T>(size(2 * n));
   }
+  b.computed_rows = DeviceBuffer<T>(size(2 * m));
+  b.computed_cols = DeviceBuffer<T>(size(2 * n));
+  b.tau_rows = DeviceBuffer<double>(size(2 * m));
+  b.tau_cols = DeviceBuffer<double>(size(2 * n));
+  const int sms = ctx.properties().multiProcessorCount;
+  const std::int64_t parts = std::max({detail::two_way_workspace<T>(k, n, 4, int(per_check), sms),  // B: both passes
+                                       detail::two_way_workspace<T>(m, k, int(per_check), 4, sms),  // A
+                                       detail::two_way_workspace<T>(m, n, 2, 2, sms)});             // C
+  b.parts = DeviceBuffer<T>(size(parts));
+  b.verdict = DeviceBuffer<Verdict>(1);
+  b.verdict_host = PinnedBuffer<Verdict>(1);
 }
 
 template <class T>
@@ -79,153 +167,174 @@ void ProtectedGemm<T>::multiply_unprotected(const T* a, const T* b, T* c) {
              backend_);
 }
 
+namespace {
+
+/// The carried checksums and their magnitudes, in three passes over the operands (B, A, B again):
+///   B's rows:    rb = B (e, w) and the same sums of B's magnitudes (B o B or |B|)             4 x k
+///   A's rows:    A rb (the carried row checksums of C); rounding: (A o A)(B o B)(e, w) and
+///                (A o A)(rb o rb); l1: |A| |B| (e, w)                                          6 or 4 x m
+///   A's columns: ka = (e, w)^T A and the same sums of A's magnitudes                            4 x k
+///   B's columns: ka B (the carried column checksums); rounding: ((e, w)^T (A o A))(B o B) and
+///                (ka o ka)(B o B); l1: ((e, w)^T |A|) |B|                                       6 or 4 x n
+template <class T, ThresholdModel kModel>
+void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std::int64_t k, const T* weights,
+                     std::int64_t largest, T* b_rows, T* a_cols, T* check_rows, T* check_cols, T* parts, int sms,
+                     cudaStream_t stream) {
+  constexpr bool kRounding = kModel == ThresholdModel::rounding;
+  constexpr Magnitude kMag = kRounding ? Magnitude::square : Magnitude::absolute;
+  const Weight<T> e{weights, false}, w{weights + largest, false};
+  const auto vec = [](const T* sums, std::int64_t extent, int t, bool squared) {
+    return Weight<T>{sums + t * extent, squared};
+  };
+  using None = SideSums<T, 0, 0>;
+  using Pairs = SideSums<T, 2, 2>;
+  using Checks = SideSums<T, 2, kRounding ? 4 : 2>;
+  detail::two_way_sums<T, kMag>(b, k, n, Pairs{{e, w, e, w}, b_rows}, None{}, parts, sms, stream);
+  Checks rows{{vec(b_rows, k, 0, false), vec(b_rows, k, 1, false), vec(b_rows, k, 2, false), vec(b_rows, k, 3, false)},
+              check_rows};
+  if constexpr (kRounding) {
+    rows.w[4] = vec(b_rows, k, 0, true);
+    rows.w[5] = vec(b_rows, k, 1, true);
+  }
+  detail::two_way_sums<T, kMag>(a, m, k, rows, Pairs{{e, w, e, w}, a_cols}, parts, sms, stream);
+  Checks cols{{vec(a_cols, k, 0, false), vec(a_cols, k, 1, false), vec(a_cols, k, 2, false), vec(a_cols, k, 3, false)},
+              check_cols};
+  if constexpr (kRounding) {
+    cols.w[4] = vec(a_cols, k, 0, true);
+    cols.w[5] = vec(a_cols, k, 1, true);
+  }
+  detail::two_way_sums<T, kMag>(b, k, n, None{}, cols, parts, sms, stream);
+}
+
+}  // namespace
+
 template <class T>
 void ProtectedGemm<T>::multiply(const T* a, const T* b, T* c) {
   Buffers& bf = *buf_;
   const cudaStream_t stream = ctx_.stream();
-  const auto policy = thrust::cuda::par_nosync.on(stream);
+  const int sms = ctx_.properties().multiProcessorCount;
+  const std::int64_t largest = std::max({m_, n_, k_});
+  const T* weights = bf.weights.data();
   multiply_unprotected(a, b, c);
-  // Carried checksums: ((e, w)^T A) B and A (B (e, w)), the operands encoded with one read each.
-  const EncodeParams cols{Side::cols, Backend::fused, 0}, rows{Side::rows, Backend::fused, 0};
-  const auto encode_operands = [&](const T* pa, const T* pb, T* ka, T* rb) {
-    Encoder<T>(ctx_, m_, k_, m_, cols).run(pa, nullptr, ka);
-    Encoder<T>(ctx_, k_, n_, k_, rows).run(pb, rb, nullptr);
-  };
-  // ka (r x k, ld r) B -> r x n;  A rb (k x r) -> m x r.
-  const auto carry = [&](const T* pa, const T* pb, const T* ka, const T* rb, std::int64_t r, T* out_cols, T* out_rows) {
-    gemm::gemm(ctx_, {gemm::col_major<const T>(ka, r, k_), gemm::col_major<const T>(pb, k_, n_),
-                      gemm::col_major(out_cols, r, n_)});
-    gemm::gemm(ctx_, {gemm::col_major<const T>(pa, m_, k_), gemm::col_major<const T>(rb, k_, r),
-                      gemm::col_major(out_rows, m_, r)});
-  };
-  encode_operands(a, b, bf.ka.data(), bf.rb.data());
-  carry(a, b, bf.ka.data(), bf.rb.data(), 2, bf.carried_cols.data(), bf.carried_rows.data());
-
-  T* mag_a = bf.mag_a.data();
-  T* mag_b = bf.mag_b.data();
-  T* mag_ka = bf.mag_ka.data();
-  T* mag_rb = bf.mag_rb.data();
-  if (threshold_.model == ThresholdModel::l1_bound) {  // the checksums of |A| |B|
-    thrust::transform(policy, a, a + m_ * k_, mag_a, [] __device__(T v) -> T { return v < T(0) ? -v : v; });
-    thrust::transform(policy, b, b + k_ * n_, mag_b, [] __device__(T v) -> T { return v < T(0) ? -v : v; });
-    SKINNY_CHECK_LAUNCH();
-    encode_operands(mag_a, mag_b, mag_ka, mag_rb);
-    carry(mag_a, mag_b, mag_ka, mag_rb, 2, bf.mag_cols.data(), bf.mag_rows.data());
-  } else {
-    // Q from (A o A)(B o B), Q_K from the squared carried checksums, both through one product per side:
-    // the encodings of the squares (2 x k, k x 2) go to rows/columns 0-1 of mag_ka/mag_rb, the squares of
-    // ka and rb to 2-3.
-    thrust::transform(policy, a, a + m_ * k_, mag_a, [] __device__(T v) -> T { return v * v; });
-    thrust::transform(policy, b, b + k_ * n_, mag_b, [] __device__(T v) -> T { return v * v; });
-    SKINNY_CHECK_LAUNCH();
-    encode_operands(mag_a, mag_b, bf.squares_ka.data(), mag_rb);
-    const std::int64_t k = k_;
-    const T* ka = bf.ka.data();
-    const T* rb = bf.rb.data();
-    const T* ka_squares = bf.squares_ka.data();
-    thrust::for_each(policy, thrust::counting_iterator<std::int64_t>(0), thrust::counting_iterator<std::int64_t>(2 * k),
-                     [=] __device__(std::int64_t i) {
-                       const std::int64_t l = i / 2, t = i % 2;
-                       mag_ka[4 * l + t] = ka_squares[2 * l + t];
-                       mag_ka[4 * l + 2 + t] = ka[2 * l + t] * ka[2 * l + t];
-                       mag_rb[2 * k + i] = rb[i] * rb[i];  // rb is k x 2: column t = i / k
-                     });
-    SKINNY_CHECK_LAUNCH();
-    carry(mag_a, mag_b, mag_ka, mag_rb, 4, bf.mag_cols.data(), bf.mag_rows.data());
-    // P: the checksums of C o C, read from the product before any later fault can reach it.
-    detail::fused_encode(static_cast<const T*>(c), m_, n_, m_, 0, bf.square_rows.data(), bf.square_cols.data(),
-                         ctx_.workspace(detail::fused_workspace_bytes(m_, n_, sizeof(T))), stream, true);
+  const bool rounding = threshold_.model == ThresholdModel::rounding;
+  (rounding ? carry_checksums<T, ThresholdModel::rounding> : carry_checksums<T, ThresholdModel::l1_bound>)(
+      a, b, m_, n_, k_, weights, largest, bf.b_rows.data(), bf.a_cols.data(), bf.check_rows.data(),
+      bf.check_cols.data(), bf.parts.data(), sms, stream);
+  if (rounding) {  // P: the checksums of C o C, read from the product before any later fault can reach it
+    using Squares = SideSums<T, 0, 2>;
+    const Weight<T> e{weights, false}, w{weights + largest, false};
+    detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Squares{{e, w}, bf.square_rows.data()},
+                                               Squares{{e, w}, bf.square_cols.data()}, bf.parts.data(), sms, stream);
   }
-  ctx_.synchronize();
-  set_thresholds();
+  ThresholdInputs<T> rows{bf.check_rows.data(), rounding ? bf.square_rows.data() : nullptr, bf.tau_rows.data(), m_,
+                                n_};
+  ThresholdInputs<T> cols{bf.check_cols.data(), rounding ? bf.square_cols.data() : nullptr, bf.tau_cols.data(), n_,
+                                m_};
+  Threshold threshold = threshold_;
+  std::int64_t k = k_;
+  void* args[] = {&rows, &cols, &threshold, &k};
+  launch_after_previous(reinterpret_cast<const void*>(&thresholds_kernel<T>), threads_for(2 * (m_ + n_)), dim3(256),
+                        args, stream);
+  host_.current = false;
 }
 
 template <class T>
-void ProtectedGemm<T>::set_thresholds() {
-  Buffers& bf = *buf_;
-  const bool rounding = threshold_.model == ThresholdModel::rounding;
-  const std::vector<T> carried_cols = bf.carried_cols.to_host(), carried_rows = bf.carried_rows.to_host();
-  const std::vector<T> mag_cols = bf.mag_cols.to_host(), mag_rows = bf.mag_rows.to_host();
-  const std::vector<T> square_cols = rounding ? bf.square_cols.to_host() : std::vector<T>();
-  const std::vector<T> square_rows = rounding ? bf.square_rows.to_host() : std::vector<T>();
-  const auto at = [](const std::vector<T>& v, std::int64_t i) { return double(v[static_cast<std::size_t>(i)]); };
-  // One check's magnitudes from the positions of its values: t = 1 is the weighted check, whose squared
-  // weights w_i^2 <= h w_i are bounded by h times its weighted squares.
-  const auto magnitudes = [&](std::int64_t t, std::int64_t h, std::int64_t q, std::int64_t qk, std::int64_t p,
-                              std::int64_t r, const std::vector<T>& mags, const std::vector<T>& squares,
-                              const std::vector<T>& carried) {
-    detail::CheckMagnitudes mg;
-    if (!rounding) {
-      mg.l1 = at(mags, q);
-      return mg;
-    }
-    const double weights = t == 1 ? double(h) : 1.0;
-    mg.squares = weights * at(mags, q);
-    mg.carried_squares = at(mags, qk);
-    mg.result_squares = weights * at(squares, p);
-    mg.checksum = at(carried, r);
-    return mg;
-  };
-  const std::int64_t per = rounding ? 4 : 2;  // magnitudes per column (rows of mag_cols) and per row
-  col_tau_.assign(static_cast<std::size_t>(2 * n_), 0);
-  row_tau_.assign(static_cast<std::size_t>(2 * m_), 0);
-  for (std::int64_t j = 0; j < n_; ++j)  // column checks: value t of column j at 2 j + t; mag_cols per x n
-    for (std::int64_t t = 0; t < 2; ++t)
-      col_tau_[static_cast<std::size_t>(2 * j + t)] = detail::check_threshold<T>(
-          threshold_, k_, m_,
-          magnitudes(t, m_, per * j + t, per * j + 2 + t, 2 * j + t, 2 * j + t, mag_cols, square_cols, carried_cols));
-  for (std::int64_t i = 0; i < m_; ++i)  // row checks: value t of row i at t m + i; mag_rows m x per
-    for (std::int64_t t = 0; t < 2; ++t)
-      row_tau_[static_cast<std::size_t>(t * m_ + i)] = detail::check_threshold<T>(
-          threshold_, k_, n_,
-          magnitudes(t, n_, t * m_ + i, (2 + t) * m_ + i, t * m_ + i, t * m_ + i, mag_rows, square_rows, carried_rows));
-  min_threshold_ = std::numeric_limits<double>::infinity();
-  max_threshold_ = 0;
-  for (const double tau : col_tau_) min_threshold_ = std::min(min_threshold_, tau);
-  for (const double tau : row_tau_) min_threshold_ = std::min(min_threshold_, tau);
-  for (std::int64_t j = 0; j < n_; ++j) max_threshold_ = std::max(max_threshold_, col_tau_[std::size_t(2 * j)]);
-  for (std::int64_t i = 0; i < m_; ++i) max_threshold_ = std::max(max_threshold_, row_tau_[std::size_t(i)]);
+const typename ProtectedGemm<T>::HostThresholds& ProtectedGemm<T>::host_thresholds() const {
+  if (host_.current) return host_;
+  ctx_.synchronize();
+  host_.rows = buf_->tau_rows.to_host();
+  host_.cols = buf_->tau_cols.to_host();
+  host_.min = std::numeric_limits<double>::infinity();
+  host_.max = 0;
+  for (const double tau : host_.rows) host_.min = std::min(host_.min, tau);
+  for (const double tau : host_.cols) host_.min = std::min(host_.min, tau);
+  for (std::int64_t i = 0; i < m_; ++i) host_.max = std::max(host_.max, host_.rows[std::size_t(i)]);  // plain checks
+  for (std::int64_t j = 0; j < n_; ++j) host_.max = std::max(host_.max, host_.cols[std::size_t(j)]);
+  host_.current = true;
+  return host_;
+}
+
+template <class T>
+double ProtectedGemm<T>::min_threshold() const {
+  return host_thresholds().min;
+}
+
+template <class T>
+double ProtectedGemm<T>::max_threshold() const {
+  return host_thresholds().max;
+}
+
+template <class T>
+double ProtectedGemm<T>::threshold_row(std::int64_t i, bool weighted) const {
+  return host_thresholds().rows[static_cast<std::size_t>(weighted ? m_ + i : i)];
+}
+
+template <class T>
+double ProtectedGemm<T>::threshold_col(std::int64_t j, bool weighted) const {
+  return host_thresholds().cols[static_cast<std::size_t>(weighted ? n_ + j : j)];
 }
 
 template <class T>
 Report ProtectedGemm<T>::verify_and_correct(T* c) {
   Buffers& bf = *buf_;
-  Encoder<T>(ctx_, m_, n_, m_, EncodeParams{Side::both, Backend::fused, 0})
-      .run(c, bf.computed_rows.data(), bf.computed_cols.data());
-  const std::vector<T> kc = bf.carried_cols.to_host(), kx = bf.computed_cols.to_host();
-  const std::vector<T> rc = bf.carried_rows.to_host(), rx = bf.computed_rows.to_host();
-  detail::Checks cols, rows;
-  for (std::int64_t j = 0; j < n_; ++j) {  // column checksums: 2 x n, column-major
-    cols.carried_e.push_back(kc[std::size_t(2 * j)]);
-    cols.carried_w.push_back(kc[std::size_t(2 * j + 1)]);
-    cols.computed_e.push_back(kx[std::size_t(2 * j)]);
-    cols.computed_w.push_back(kx[std::size_t(2 * j + 1)]);
-    cols.tau_e.push_back(col_tau_[std::size_t(2 * j)]);
-    cols.tau_w.push_back(col_tau_[std::size_t(2 * j + 1)]);
+  const cudaStream_t stream = ctx_.stream();
+  const std::int64_t largest = std::max({m_, n_, k_});
+  const Weight<T> e{bf.weights.data(), false}, w{bf.weights.data() + largest, false};
+  using Sums = SideSums<T, 2, 0>;
+  SKINNY_CUDA_TRY(cudaMemsetAsync(bf.verdict.data(), 0, sizeof(Verdict), stream));
+  detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Sums{{e, w}, bf.computed_rows.data()},
+                                             Sums{{e, w}, bf.computed_cols.data()}, bf.parts.data(),
+                                             ctx_.properties().multiProcessorCount, stream);
+  // The carried checksums are the first two values of each check's sums.
+  CompareInputs<T> rows{bf.check_rows.data(), bf.computed_rows.data(), bf.tau_rows.data(), m_};
+  CompareInputs<T> cols{bf.check_cols.data(), bf.computed_cols.data(), bf.tau_cols.data(), n_};
+  Verdict* verdict = bf.verdict.data();
+  void* args[] = {&rows, &cols, &verdict};
+  launch_after_previous(reinterpret_cast<const void*>(&compare_kernel<T>), threads_for(m_ + n_), dim3(256), args,
+                        stream);
+  bf.verdict_host.copy_from_device_async(bf.verdict.data(), stream);
+  ctx_.synchronize();
+  const Verdict v = bf.verdict_host[0];
+  if (v.inconsistent_rows == 0 && v.inconsistent_cols == 0) {
+    Report r;
+    r.max_ratio = from_bits(v.max_ratio_bits);
+    r.max_difference = from_bits(v.max_difference_bits);
+    return r;
   }
-  for (std::int64_t i = 0; i < m_; ++i) {  // row checksums: m x 2, column-major
-    rows.carried_e.push_back(rc[std::size_t(i)]);
-    rows.carried_w.push_back(rc[std::size_t(m_ + i)]);
-    rows.computed_e.push_back(rx[std::size_t(i)]);
-    rows.computed_w.push_back(rx[std::size_t(m_ + i)]);
-    rows.tau_e.push_back(row_tau_[std::size_t(i)]);
-    rows.tau_w.push_back(row_tau_[std::size_t(m_ + i)]);
-  }
-  Report r = detail::analyze(cols, rows);
+  // Something is off: the checks to the host, where detail::analyze decides (and recounts).
+  const std::vector<T> carried_cols = bf.check_cols.to_host(), computed_cols = bf.computed_cols.to_host();
+  const std::vector<T> carried_rows = bf.check_rows.to_host(), computed_rows = bf.computed_rows.to_host();
+  const HostThresholds& tau = host_thresholds();
+  const auto checks = [](const std::vector<T>& carried, const std::vector<T>& computed, const std::vector<double>& taus,
+                         std::int64_t extent) {
+    detail::Checks ch;
+    const auto at = [](const auto& v, std::int64_t i) { return double(v[static_cast<std::size_t>(i)]); };
+    for (std::int64_t p = 0; p < extent; ++p) {
+      ch.carried_e.push_back(at(carried, p));
+      ch.carried_w.push_back(at(carried, extent + p));
+      ch.computed_e.push_back(at(computed, p));
+      ch.computed_w.push_back(at(computed, extent + p));
+      ch.tau_e.push_back(at(taus, p));
+      ch.tau_w.push_back(at(taus, extent + p));
+    }
+    return ch;
+  };
+  const detail::Checks col_checks = checks(carried_cols, computed_cols, tau.cols, n_);
+  Report r = detail::analyze(col_checks, checks(carried_rows, computed_rows, tau.rows, m_));
   if (r.finding != Finding::corrected) return r;
   // The element from its column's carried checksum and the other elements of the column: exact for an
   // error of any size (also Inf or NaN), unlike subtracting the difference.
   scratch_host_.resize(static_cast<std::size_t>(m_));
   T* column = c + r.col * m_;
   SKINNY_CUDA_TRY(cudaMemcpyAsync(scratch_host_.data(), column, std::size_t(m_) * sizeof(T), cudaMemcpyDeviceToHost,
-                                  ctx_.stream()));
+                                  stream));
   ctx_.synchronize();
   double others = 0;
   for (std::int64_t i = 0; i < m_; ++i)
     if (i != r.row) others += double(scratch_host_[std::size_t(i)]);
-  const T fixed = T(cols.carried_e[std::size_t(r.col)] - others);
+  const T fixed = T(col_checks.carried_e[std::size_t(r.col)] - others);
   r.error = double(scratch_host_[std::size_t(r.row)]) - double(fixed);
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(column + r.row, &fixed, sizeof(T), cudaMemcpyHostToDevice, ctx_.stream()));
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(column + r.row, &fixed, sizeof(T), cudaMemcpyHostToDevice, stream));
   ctx_.synchronize();
   return r;
 }

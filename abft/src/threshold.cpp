@@ -40,16 +40,9 @@ namespace detail {
 
 template <class T>
 double check_threshold(const Threshold& threshold, std::int64_t k, std::int64_t h, const CheckMagnitudes& m) {
-  if (threshold.override_value > 0) return threshold.override_value;
-  const double gamma = threshold.gamma > 0 ? threshold.gamma : default_gamma<T>(threshold.model);
-  const double u = std::numeric_limits<T>::epsilon() / 2;
-  const double terms = double(k + h);
-  if (threshold.model == ThresholdModel::l1_bound) return gamma * u * std::sqrt(terms) * m.l1;
-  // sigma = u sqrt(k + h) sqrt(Q + Q_K + P + R^2), summed without squaring R (a double R^2 can overflow),
-  // plus the absolute error of results below T's normal range, which the squares cannot see.
-  const double spread = std::hypot(std::sqrt(m.squares), std::sqrt(m.carried_squares),
-                                   std::hypot(std::sqrt(m.result_squares), m.checksum));
-  return gamma * (u * std::sqrt(terms) * spread + terms * double(std::numeric_limits<T>::denorm_min()));
+  Threshold resolved = threshold;
+  if (resolved.gamma <= 0) resolved.gamma = default_gamma<T>(threshold.model);
+  return resolved_threshold<T>(resolved, k, h, m);
 }
 
 template double check_threshold<float>(const Threshold&, std::int64_t, std::int64_t, const CheckMagnitudes&);

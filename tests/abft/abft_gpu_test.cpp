@@ -8,6 +8,7 @@
 
 #include "support/gpu_fixture.hpp"
 #include "support/random_matrix.hpp"
+#include "support/relative_difference.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,17 +24,6 @@ namespace {
 using testing::shared_context;
 
 class AbftGpu : public testing::GpuTest {};
-
-template <class T>
-double relative(const std::vector<T>& got, const std::vector<double>& want) {
-  double diff = 0, ref = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(double(got[i]))) return std::numeric_limits<double>::infinity();
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    ref += want[i] * want[i];
-  }
-  return std::sqrt(diff / ref);
-}
 
 template <class T>
 void encodes_like_the_reference(Backend backend, std::int64_t m, std::int64_t n, std::int64_t density) {
@@ -53,8 +43,8 @@ void encodes_like_the_reference(Backend backend, std::int64_t m, std::int64_t n,
   const double bound = 8 * std::sqrt(double(std::max(m, n))) * (sizeof(T) == 8 ? 0x1p-53 : 0x1p-24);
   const std::string where = std::string(to_string(backend)) + " " + std::to_string(m) + "x" + std::to_string(n) +
                             " density " + std::to_string(density);
-  EXPECT_LE(relative(r.to_host(), r_ref), bound) << "row checksums, " << where;
-  EXPECT_LE(relative(k.to_host(), k_ref), bound) << "column checksums, " << where;
+  EXPECT_LE(testing::relative_difference(r.to_host(), r_ref), bound) << "row checksums, " << where;
+  EXPECT_LE(testing::relative_difference(k.to_host(), k_ref), bound) << "column checksums, " << where;
 }
 
 TEST_F(AbftGpu, EveryEncoderMatchesTheReference) {
@@ -118,15 +108,17 @@ TEST_F(AbftGpu, CampaignWithTheL1Bound) {
 }
 
 /// The magnitudes the GPU carries give the thresholds the model gives from a double reference on the
-/// host: every index of the stacked squares, weights and checks lands where it should.
+/// host: every index of the stacked squares (or absolute values), weights and checks lands where it should.
 template <class T>
-void thresholds_match_the_host_model(std::int64_t m, std::int64_t k, std::int64_t n, double offset) {
+void thresholds_match_the_host_model(std::int64_t m, std::int64_t k, std::int64_t n, double offset,
+                                     ThresholdModel model = ThresholdModel::rounding) {
   Context& ctx = shared_context();
   std::vector<T> ah = testing::random_nonzero<T>(std::size_t(m * k), 7), bh = testing::random_nonzero<T>(std::size_t(k * n), 8);
   for (auto& x : ah) x = T(double(x) + offset);  // a non-zero mean: the drift terms matter
   DeviceBuffer<T> a(ah), b(bh), c(std::size_t(m * n));
-  ProtectedGemm<T> pg(ctx, m, n, k, gemm::Algo::cublas);
+  ProtectedGemm<T> pg(ctx, m, n, k, gemm::Algo::cublas, Threshold{0, 0, model});
   pg.multiply(a.data(), b.data(), c.data());
+  ctx.synchronize();
   const std::vector<T> ch = c.to_host();
   const auto A = [&](std::int64_t i, std::int64_t l) { return double(ah[std::size_t(l * m + i)]); };
   const auto B = [&](std::int64_t l, std::int64_t j) { return double(bh[std::size_t(j * k + l)]); };
@@ -136,15 +128,17 @@ void thresholds_match_the_host_model(std::int64_t m, std::int64_t k, std::int64_
     for (std::int64_t j = 0; j < n; ++j) {  // column checks: sums over i with weights 1 or i + 1
       detail::CheckMagnitudes mg;
       for (std::int64_t l = 0; l < k; ++l) {
-        double ka = 0, sq = 0;
+        double ka = 0, sq = 0, abs_sum = 0;
         for (std::int64_t i = 0; i < m; ++i) {
           const double w = weighted ? double(i + 1) : 1.0;
           ka += w * A(i, l);
           sq += w * A(i, l) * A(i, l);
+          abs_sum += w * std::abs(A(i, l));
         }
         mg.squares += sq * B(l, j) * B(l, j);
         mg.carried_squares += ka * ka * B(l, j) * B(l, j);
         mg.checksum += ka * B(l, j);
+        mg.l1 += abs_sum * std::abs(B(l, j));
       }
       for (std::int64_t i = 0; i < m; ++i) mg.result_squares += (weighted ? double(i + 1) : 1.0) * C(i, j) * C(i, j);
       if (weighted) mg.squares *= double(m), mg.result_squares *= double(m);
@@ -154,15 +148,17 @@ void thresholds_match_the_host_model(std::int64_t m, std::int64_t k, std::int64_
     for (std::int64_t i = 0; i < m; ++i) {  // row checks: sums over j
       detail::CheckMagnitudes mg;
       for (std::int64_t l = 0; l < k; ++l) {
-        double rb = 0, sq = 0;
+        double rb = 0, sq = 0, abs_sum = 0;
         for (std::int64_t j = 0; j < n; ++j) {
           const double w = weighted ? double(j + 1) : 1.0;
           rb += w * B(l, j);
           sq += w * B(l, j) * B(l, j);
+          abs_sum += w * std::abs(B(l, j));
         }
         mg.squares += A(i, l) * A(i, l) * sq;
         mg.carried_squares += A(i, l) * A(i, l) * rb * rb;
         mg.checksum += A(i, l) * rb;
+        mg.l1 += std::abs(A(i, l)) * abs_sum;
       }
       for (std::int64_t j = 0; j < n; ++j) mg.result_squares += (weighted ? double(j + 1) : 1.0) * C(i, j) * C(i, j);
       if (weighted) mg.squares *= double(n), mg.result_squares *= double(n);
@@ -176,6 +172,13 @@ TEST_F(AbftGpu, RoundingThresholdsMatchTheHostModel) {
   thresholds_match_the_host_model<float>(37, 53, 29, 0);
   thresholds_match_the_host_model<float>(70, 300, 45, 0.75);
   thresholds_match_the_host_model<double>(37, 530, 29, 0.75);
+  thresholds_match_the_host_model<float>(1, 1, 1, 0);
+  thresholds_match_the_host_model<double>(300, 7, 1, 0.5);  // narrow bands of one tile: many partial sums
+}
+
+TEST_F(AbftGpu, L1ThresholdsMatchTheHostModel) {
+  thresholds_match_the_host_model<float>(37, 53, 29, 0.75, ThresholdModel::l1_bound);
+  thresholds_match_the_host_model<double>(127, 17, 300, 0, ThresholdModel::l1_bound);
 }
 
 TEST_F(AbftGpu, RoundingThresholdIsFarBelowTheL1BoundAndStillClean) {

@@ -1,4 +1,6 @@
-// Norm-wise comparison of two host vectors (centroid sets, results): ||a - b||_2 / ||b||_2 in double.
+// Norm-wise comparison of two host vectors (centroid sets, results against a double reference):
+// ||a - b||_2 / ||b||_2 in double; NaN when a holds a NaN (a poisoned output left unwritten), so that
+// every bound fails.
 #pragma once
 
 #include <cmath>
@@ -7,8 +9,8 @@
 
 namespace skinny::testing {
 
-template <class T>
-double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
+template <class TA, class TB>
+double relative_difference(const std::vector<TA>& a, const std::vector<TB>& b) {
   double diff = 0, ref = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     diff += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));

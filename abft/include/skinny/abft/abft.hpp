@@ -119,32 +119,32 @@ struct Report {
 /// C = A B (A m x k, B k x n, C m x n, all column-major, packed) through any gemm backend, carrying the
 /// full checksums of C: column checksums (e, w)^T A B and row checksums A B (e, w), plus the magnitudes
 /// their thresholds need (density: whole dimensions): the same checksums of A o A and B o B, of the carried
-/// checksums' squares and of C o C (rounding model), or of |A| and |B| (l1_bound).
+/// checksums' squares and of C o C (rounding model), or of |A| and |B| (l1_bound). After the product, three
+/// passes over the operands and one over C; the thresholds are computed on the GPU. Verification is one
+/// pass over C that compares on the GPU; only when a check fails do the checksums come to the host.
 template <class T>
 class ProtectedGemm {
  public:
   ProtectedGemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k,
                 gemm::Algo backend = gemm::Algo::automatic, Threshold threshold = {});
-  /// Computes C and its carried checksums. The inputs must stay valid until verify().
+  /// Queues C and its carried checksums on the context's stream (no wait for the GPU). The inputs must
+  /// stay valid until that work is done.
   void multiply(const T* a, const T* b, T* c);
-  /// Recomputes C's checksums (fused encoding), compares, and corrects a single error in place.
+  /// Recomputes C's checksums, compares, and corrects a single error in place; waits for the GPU.
   Report verify_and_correct(T* c);
   /// The product alone (for the overhead measurement).
   void multiply_unprotected(const T* a, const T* b, T* c);
+  /// The thresholds of the last multiply (the first question after it waits for the GPU and copies them).
   /// Smallest threshold over all comparisons: errors below it cannot be told from rounding.
-  double min_threshold() const { return min_threshold_; }
+  double min_threshold() const;
   /// Largest threshold of a plain checksum: a single error above it (and the rounding) fails both its row's
   /// and its column's check: the detection bound.
-  double max_threshold() const { return max_threshold_; }
+  double max_threshold() const;
   /// The threshold's parameters, gamma resolved (default_gamma when given as 0).
   const Threshold& threshold() const { return threshold_; }
-  /// Threshold of the plain (e) checksum of row i and of column j, or of the weighted (w) one (after multiply).
-  double threshold_row(std::int64_t i, bool weighted = false) const {
-    return row_tau_[static_cast<std::size_t>(weighted ? m_ + i : i)];
-  }
-  double threshold_col(std::int64_t j, bool weighted = false) const {
-    return col_tau_[static_cast<std::size_t>(2 * j + (weighted ? 1 : 0))];
-  }
+  /// Threshold of the plain (e) checksum of row i and of column j, or of the weighted (w) one.
+  double threshold_row(std::int64_t i, bool weighted = false) const;
+  double threshold_col(std::int64_t j, bool weighted = false) const;
 
  private:
   Context& ctx_;
@@ -154,9 +154,15 @@ class ProtectedGemm {
   std::vector<T> scratch_host_;
   struct Buffers;
   std::shared_ptr<Buffers> buf_;
-  std::vector<double> row_tau_, col_tau_;
-  double min_threshold_ = 0, max_threshold_ = 0;
-  void set_thresholds();  ///< from the carried checksums and the magnitudes (after multiply's GPU work)
+  /// The GPU's thresholds on the host: rows and cols (plain, then weighted), the smallest and the
+  /// largest plain one; copied on the first question after a multiply.
+  struct HostThresholds {
+    std::vector<double> rows, cols;
+    double min = 0, max = 0;
+    bool current = false;
+  };
+  mutable HostThresholds host_;
+  const HostThresholds& host_thresholds() const;
 };
 
 /// Fault injection, reproducible from the seed.
