@@ -1,15 +1,14 @@
 // Fault injection, reproducible from a seed: one bit of one element, or a value added to it.
 #include <skinny/abft/abft.hpp>
+#include <skinny/gemm/bit_flip.hpp>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/splitmix64.hpp>
 
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
 namespace skinny::abft {
 namespace {
-
 
 /// [first, last] bit of a range for an element of `bits` bits with `mantissa` mantissa bits.
 void bit_span(BitRange r, int bits, int mantissa, int& first, int& last) {
@@ -39,13 +38,8 @@ void write(Context& ctx, T* p, T v) {
 
 template <class T>
 T flip_bit(T v, int bit) {
-  using Bits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
   if (bit < 0 || bit >= int(8 * sizeof(T))) throw std::invalid_argument("flip_bit: bit " + std::to_string(bit) + " out of range");
-  Bits u;
-  std::memcpy(&u, &v, sizeof u);
-  u ^= Bits(1) << bit;
-  std::memcpy(&v, &u, sizeof u);
-  return v;
+  return with_bit_flipped(v, bit);
 }
 
 template <class T>

@@ -3,6 +3,7 @@
 #include "detail.hpp"
 #include "protect.hpp"
 
+#include <skinny/gemm/bit_flip.hpp>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/gemm.hpp>
 #include <skinny/gemm/splitmix64.hpp>
@@ -233,7 +234,6 @@ bool SumGuard<T>::matches(Updater<T>& u, cudaStream_t stream) {
 template <class V>
 FlippedBit flip_random_bit(V* values, std::int64_t count, std::uint64_t seed, cudaStream_t stream) {
   if (values == nullptr || count < 1) throw std::invalid_argument("flip_random_bit: nothing to flip");
-  using Bits = std::conditional_t<sizeof(V) == 8, std::uint64_t, std::uint32_t>;
   std::uint64_t state = splitmix64(seed ^ 0x4b4d464c4950ull);
   FlippedBit f;
   f.index = static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(count));
@@ -241,11 +241,8 @@ FlippedBit flip_random_bit(V* values, std::int64_t count, std::uint64_t seed, cu
   V v{};
   SKINNY_CUDA_TRY(cudaMemcpyAsync(&v, values + f.index, sizeof v, cudaMemcpyDeviceToHost, stream));
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-  Bits bits;
-  std::memcpy(&bits, &v, sizeof bits);
   f.before = static_cast<double>(v);
-  bits ^= Bits(1) << f.bit;
-  std::memcpy(&v, &bits, sizeof bits);
+  v = with_bit_flipped(v, f.bit);
   f.after = static_cast<double>(v);
   SKINNY_CUDA_TRY(cudaMemcpyAsync(values + f.index, &v, sizeof v, cudaMemcpyHostToDevice, stream));
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
