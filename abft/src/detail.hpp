@@ -16,10 +16,9 @@ namespace skinny::abft::detail {
 /// The fused encoder: one read of A; requires density 0 or a multiple of kFusedBand.
 constexpr std::int64_t kFusedBand = 512;
 
-/// square: encodes A o A instead (each element squared as it is read; the rounding threshold's P).
 template <class T>
 void fused_encode(const T* a, std::int64_t m, std::int64_t n, std::int64_t lda, std::int64_t density, T* row_checksums,
-                  T* col_checksums, void* workspace, cudaStream_t stream, bool square = false);
+                  T* col_checksums, void* workspace, cudaStream_t stream);
 /// Workspace bytes fused_encode needs for an m x n matrix.
 std::size_t fused_workspace_bytes(std::int64_t m, std::int64_t n, int elem_bytes);
 

@@ -24,8 +24,8 @@ template <class T>
 constexpr int kTileCols = sizeof(T) == 8 ? 16 : 32;
 
 /// Block (row tile, column band): sums its tiles; row partials per (band, row), column partials per
-/// (row tile, column), both weights. kSquare: the checksums of A o A (the rounding threshold's P).
-template <class T, bool kSquare>
+/// (row tile, column), both weights.
+template <class T>
 __global__ void __launch_bounds__(kThreads) fused_kernel(const T* __restrict__ a, std::int64_t m, std::int64_t n,
                                                          std::int64_t lda, std::int64_t b_rows, std::int64_t b_cols,
                                                          T* __restrict__ row_part, T* __restrict__ col_part) {
@@ -44,8 +44,7 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const T* __restrict__ a
   const auto load = [&](std::int64_t c0, T (&v)[kCols]) {
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
-      const T x = (i < m && c0 + c < n) ? a[(c0 + c) * lda + i] : T(0);
-      v[c] = kSquare ? x * x : x;
+      v[c] = (i < m && c0 + c < n) ? a[(c0 + c) * lda + i] : T(0);
     }
   };
   T next[kCols];
@@ -161,17 +160,14 @@ std::size_t fused_workspace_bytes(std::int64_t m, std::int64_t n, int elem_bytes
 
 template <class T>
 void fused_encode(const T* a, std::int64_t m, std::int64_t n, std::int64_t lda, std::int64_t density, T* row_checksums,
-                  T* col_checksums, void* workspace, cudaStream_t stream, bool square) {
+                  T* col_checksums, void* workspace, cudaStream_t stream) {
   const std::int64_t b_rows = density > 0 && density < m ? density : m;
   const std::int64_t b_cols = density > 0 && density < n ? density : n;
   const std::int64_t bands = ceil_div(n, kFusedBand), tiles = ceil_div(m, kTileRows);
   T* row_part = static_cast<T*>(workspace);
   T* col_part = row_part + bands * m * 2;
   const dim3 tile_grid(static_cast<unsigned>(tiles), static_cast<unsigned>(bands));
-  if (square)
-    fused_kernel<T, true><<<tile_grid, kThreads, 0, stream>>>(a, m, n, lda, b_rows, b_cols, row_part, col_part);
-  else
-    fused_kernel<T, false><<<tile_grid, kThreads, 0, stream>>>(a, m, n, lda, b_rows, b_cols, row_part, col_part);
+  fused_kernel<T><<<tile_grid, kThreads, 0, stream>>>(a, m, n, lda, b_rows, b_cols, row_part, col_part);
   SKINNY_CHECK_LAUNCH();
   // R (m x 2 nb, column-major): R(i, 2t + s); K (2 nb x n, column-major): K(2s + t, j).
   PartSums<T> rows, cols;
@@ -257,8 +253,8 @@ template void encode(Context&, const float*, std::int64_t, std::int64_t, std::in
 template void encode(Context&, const double*, std::int64_t, std::int64_t, std::int64_t, const EncodeParams&, double*,
                      double*);
 template void detail::fused_encode(const float*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, float*, float*,
-                                   void*, cudaStream_t, bool);
+                                   void*, cudaStream_t);
 template void detail::fused_encode(const double*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, double*,
-                                   double*, void*, cudaStream_t, bool);
+                                   double*, void*, cudaStream_t);
 
 }  // namespace skinny::abft
