@@ -471,7 +471,7 @@ def test_without_a_device_work_raises_runtime_error():
             call()
     # Past the Python checks, the library's own CUDA error is a RuntimeError with its message.
     with pytest.raises(RuntimeError, match="CUDA error"):
-        skinny._skinny.AbftProtectedGemm(4, 3, 5, "float32", "auto", 16.0, 0.0, -1)
+        skinny._skinny.AbftProtectedGemm(4, 3, 5, "float32", "auto", 16.0, 0.0, "rounding", -1)
 
 
 # ============================================================================================ GPU: encode
