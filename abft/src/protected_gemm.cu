@@ -116,6 +116,8 @@ struct ProtectedGemm<T>::Buffers {
   DeviceBuffer<T> parts;                         ///< partial sums of the largest pass
   DeviceBuffer<Verdict> verdict;
   PinnedBuffer<Verdict> verdict_host;
+  Weight<T> e() const { return {weights.data(), false}; }
+  Weight<T> w() const { return {weights.data() + weights.size() / 2, false}; }
 };
 
 template <class T>
@@ -177,33 +179,28 @@ namespace {
 ///   B's columns: ka B (the carried column checksums); rounding: ((e, w)^T (A o A))(B o B) and
 ///                (ka o ka)(B o B); l1: ((e, w)^T |A|) |B|                                       6 or 4 x n
 template <class T, ThresholdModel kModel>
-void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std::int64_t k, const T* weights,
-                     std::int64_t largest, T* b_rows, T* a_cols, T* check_rows, T* check_cols, T* parts, int sms,
-                     cudaStream_t stream) {
+void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std::int64_t k, Weight<T> e, Weight<T> w,
+                     T* b_rows, T* a_cols, T* check_rows, T* check_cols, T* parts, int sms, cudaStream_t stream) {
   constexpr bool kRounding = kModel == ThresholdModel::rounding;
   constexpr Magnitude kMag = kRounding ? Magnitude::square : Magnitude::absolute;
-  const Weight<T> e{weights, false}, w{weights + largest, false};
-  const auto vec = [](const T* sums, std::int64_t extent, int t, bool squared) {
-    return Weight<T>{sums + t * extent, squared};
-  };
   using None = SideSums<T, 0, 0>;
   using Pairs = SideSums<T, 2, 2>;
   using Checks = SideSums<T, 2, kRounding ? 4 : 2>;
+  // A checks pass weighs by one operand's four sums along k (x with e, w; its magnitude with e, w) and,
+  // for the rounding model, by the first two squared.
+  const auto checks_over = [k](const T* sums, T* out) {
+    const auto sum = [&](int t, bool squared) { return Weight<T>{sums + t * k, squared}; };
+    Checks c{{sum(0, false), sum(1, false), sum(2, false), sum(3, false)}, out};
+    if constexpr (kRounding) {
+      c.w[4] = sum(0, true);
+      c.w[5] = sum(1, true);
+    }
+    return c;
+  };
   detail::two_way_sums<T, kMag>(b, k, n, Pairs{{e, w, e, w}, b_rows}, None{}, parts, sms, stream);
-  Checks rows{{vec(b_rows, k, 0, false), vec(b_rows, k, 1, false), vec(b_rows, k, 2, false), vec(b_rows, k, 3, false)},
-              check_rows};
-  if constexpr (kRounding) {
-    rows.w[4] = vec(b_rows, k, 0, true);
-    rows.w[5] = vec(b_rows, k, 1, true);
-  }
-  detail::two_way_sums<T, kMag>(a, m, k, rows, Pairs{{e, w, e, w}, a_cols}, parts, sms, stream);
-  Checks cols{{vec(a_cols, k, 0, false), vec(a_cols, k, 1, false), vec(a_cols, k, 2, false), vec(a_cols, k, 3, false)},
-              check_cols};
-  if constexpr (kRounding) {
-    cols.w[4] = vec(a_cols, k, 0, true);
-    cols.w[5] = vec(a_cols, k, 1, true);
-  }
-  detail::two_way_sums<T, kMag>(b, k, n, None{}, cols, parts, sms, stream);
+  detail::two_way_sums<T, kMag>(a, m, k, checks_over(b_rows, check_rows), Pairs{{e, w, e, w}, a_cols}, parts, sms,
+                                stream);
+  detail::two_way_sums<T, kMag>(b, k, n, None{}, checks_over(a_cols, check_cols), parts, sms, stream);
 }
 
 }  // namespace
@@ -213,23 +210,19 @@ void ProtectedGemm<T>::multiply(const T* a, const T* b, T* c) {
   Buffers& bf = *buf_;
   const cudaStream_t stream = ctx_.stream();
   const int sms = ctx_.properties().multiProcessorCount;
-  const std::int64_t largest = std::max({m_, n_, k_});
-  const T* weights = bf.weights.data();
   multiply_unprotected(a, b, c);
   const bool rounding = threshold_.model == ThresholdModel::rounding;
   (rounding ? carry_checksums<T, ThresholdModel::rounding> : carry_checksums<T, ThresholdModel::l1_bound>)(
-      a, b, m_, n_, k_, weights, largest, bf.b_rows.data(), bf.a_cols.data(), bf.check_rows.data(),
-      bf.check_cols.data(), bf.parts.data(), sms, stream);
+      a, b, m_, n_, k_, bf.e(), bf.w(), bf.b_rows.data(), bf.a_cols.data(), bf.check_rows.data(), bf.check_cols.data(),
+      bf.parts.data(), sms, stream);
   if (rounding) {  // P: the checksums of C o C, read from the product before any later fault can reach it
     using Squares = SideSums<T, 0, 2>;
-    const Weight<T> e{weights, false}, w{weights + largest, false};
-    detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Squares{{e, w}, bf.square_rows.data()},
-                                               Squares{{e, w}, bf.square_cols.data()}, bf.parts.data(), sms, stream);
+    detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Squares{{bf.e(), bf.w()}, bf.square_rows.data()},
+                                               Squares{{bf.e(), bf.w()}, bf.square_cols.data()}, bf.parts.data(), sms,
+                                               stream);
   }
-  ThresholdInputs<T> rows{bf.check_rows.data(), rounding ? bf.square_rows.data() : nullptr, bf.tau_rows.data(), m_,
-                                n_};
-  ThresholdInputs<T> cols{bf.check_cols.data(), rounding ? bf.square_cols.data() : nullptr, bf.tau_cols.data(), n_,
-                                m_};
+  ThresholdInputs<T> rows{bf.check_rows.data(), rounding ? bf.square_rows.data() : nullptr, bf.tau_rows.data(), m_, n_};
+  ThresholdInputs<T> cols{bf.check_cols.data(), rounding ? bf.square_cols.data() : nullptr, bf.tau_cols.data(), n_, m_};
   Threshold threshold = threshold_;
   std::int64_t k = k_;
   void* args[] = {&rows, &cols, &threshold, &k};
@@ -278,12 +271,10 @@ template <class T>
 Report ProtectedGemm<T>::verify_and_correct(T* c) {
   Buffers& bf = *buf_;
   const cudaStream_t stream = ctx_.stream();
-  const std::int64_t largest = std::max({m_, n_, k_});
-  const Weight<T> e{bf.weights.data(), false}, w{bf.weights.data() + largest, false};
   using Sums = SideSums<T, 2, 0>;
   SKINNY_CUDA_TRY(cudaMemsetAsync(bf.verdict.data(), 0, sizeof(Verdict), stream));
-  detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Sums{{e, w}, bf.computed_rows.data()},
-                                             Sums{{e, w}, bf.computed_cols.data()}, bf.parts.data(),
+  detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Sums{{bf.e(), bf.w()}, bf.computed_rows.data()},
+                                             Sums{{bf.e(), bf.w()}, bf.computed_cols.data()}, bf.parts.data(),
                                              ctx_.properties().multiProcessorCount, stream);
   // The carried checksums are the first two values of each check's sums.
   CompareInputs<T> rows{bf.check_rows.data(), bf.computed_rows.data(), bf.tau_rows.data(), m_};
