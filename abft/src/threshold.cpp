@@ -1,10 +1,8 @@
 // Thresholds of checksum comparisons: the rounding model (the expected spread of rounding, from the
-// squares of the actual values) and the older L1 bound; their calibrated safety factors; their names.
+// squares of the actual values) and the older L1 bound; their calibrated safety factors and names (the formula itself: threshold.hpp).
 // The derivation and the calibration are in docs/abft-threshold.md.
 #include "threshold.hpp"
 
-#include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
