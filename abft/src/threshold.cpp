@@ -1,6 +1,6 @@
 // Thresholds of checksum comparisons: the rounding model (the expected spread of rounding, from the
-// squares of the actual values) and the older L1 bound; their calibrated safety factors and names (the formula itself: threshold.hpp).
-// The derivation and the calibration are in docs/abft-threshold.md.
+// squares of the actual values) and the older L1 bound; their calibrated safety factors and names (the
+// formula itself is in threshold.hpp). The derivation and the calibration are in docs/abft-threshold.md.
 #include "threshold.hpp"
 
 #include <stdexcept>
