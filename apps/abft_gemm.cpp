@@ -1,8 +1,10 @@
 // abft-gemm: a fault-injection campaign over protected GEMMs C = A B: each trial multiplies fresh random
 // matrices carrying their checksums, flips bits of C, verifies, locates and corrects; clean trials count
 // false alarms and measure how far the rounding stays below the threshold (and the threshold above the
-// rounding); the protection's cost is timed against the unprotected GEMM on the same backend.
-//   abft-gemm --size 2048 --inject 1 --bits all --trials 1000 --seed 1 --threshold-model rounding
+// rounding); the protection's cost is timed against the unprotected GEMM on the same backend, for both
+// ways of using it (multiply then verify_and_correct, and multiply_and_verify). With --fused the trials
+// run multiply_and_verify, the flips striking C between the product and its one pass.
+//   abft-gemm --size 2048 --inject 1 --bits all --trials 1000 --seed 1 --threshold-model rounding [--fused]
 #include "common/app_main.hpp"
 #include "common/device_data.hpp"
 #include "common/timing.hpp"
@@ -30,6 +32,7 @@ struct CampaignOptions {
   std::string threshold_model = "rounding";
   double gamma = 0;  ///< 0: the model's calibrated default
   double threshold = 0;
+  bool fused = false;
   CommonOptions common;
 };
 
@@ -53,9 +56,10 @@ void setup_abft_gemm(CLI::App& app, CampaignOptions& o) {
       ->check(CLI::IsMember({"all", "sign", "exponent", "high", "low"}))->capture_default_str();
   app.add_option("--trials", o.trials, "Trials with injected faults")->check(CLI::Range(1, 10000000))->capture_default_str();
   app.add_option("--clean-trials", o.clean_trials, "Trials without faults (default: --trials)")->check(CLI::Range(0, 10000000));
-  app.add_option("--flips-per-product", o.flips_per_product,
-                 "Faulty trials on each product, C restored between them (clean trials: one product each)")
-      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  CLI::Option* flips =
+      app.add_option("--flips-per-product", o.flips_per_product,
+                     "Faulty trials on each product, C restored between them (clean trials: one product each)")
+          ->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--backend", o.backend, "GEMM backend")->check(CLI::IsMember(gemm::algo_names()))->capture_default_str();
   app.add_option("--threshold-model", o.threshold_model,
                  "Round-off threshold: rounding (the spread of rounding, from the squares) or l1 (the |A||B| bound)")
@@ -63,6 +67,10 @@ void setup_abft_gemm(CLI::App& app, CampaignOptions& o) {
   app.add_option("--gamma", o.gamma, "Safety factor of the round-off threshold (0: the model's calibrated one)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--threshold", o.threshold, "Absolute threshold instead of the round-off one")->check(CLI::NonNegativeNumber);
+  app.add_flag("--fused", o.fused,
+               "Trials through multiply_and_verify (one pass over C after the product; the flips strike between "
+               "them) instead of multiply, then verify_and_correct; one product per trial")
+      ->excludes(flips);
   add_common_options(app, o.common, {"float", "double"});
 }
 
@@ -81,36 +89,62 @@ int run_typed(const CampaignOptions& o) {
   const abft::BitRange range = abft::bit_range_from_name(o.bits);
   Tally tally;
   double min_tau = INFINITY;
-  const auto fresh = [&](int trial) {  // new operands in [-1, 1) for every trial
+  const auto fill_operands = [&](int trial) {  // new operands in [-1, 1) for every trial
     fill_uniform(a.data(), count, o.common.seed * 1000003 + 2 * trial, -1.0, 1.0, stream);
     fill_uniform(b.data(), count, o.common.seed * 1000003 + 2 * trial + 1, -1.0, 1.0, stream);
-    pg.multiply(a.data(), b.data(), c.data());
+  };
+  const auto note_thresholds = [&] {
     min_tau = std::min(min_tau, pg.min_threshold());
     tally.detection_bound = std::max(tally.detection_bound, pg.max_threshold());
+  };
+  const auto fresh = [&](int trial) {  // multiply on new operands
+    fill_operands(trial);
+    pg.multiply(a.data(), b.data(), c.data());
+    note_thresholds();
   };
   // Clean trials first: they count false alarms and measure the rounding, which the faulty trials allow
   // for: a flip is "above the threshold" when it exceeds its row's and column's thresholds plus the
   // largest clean difference (a flip within the rounding of a threshold may or may not cross it).
+  // multiply_and_verify's thresholds see the flips too (by 1e-4 of the error; Inf or NaN for such a
+  // value): the run's smallest and largest come from its clean trials.
   const int clean_trials = o.clean_trials >= 0 ? o.clean_trials : o.trials;
   for (int t = 0; t < clean_trials; ++t) {
-    fresh(o.trials + t);
     tally.clean++;
-    const abft::Report report = pg.verify_and_correct(c.data());
+    abft::Report report;
+    if (o.fused) {
+      fill_operands(o.trials + t);
+      report = pg.multiply_and_verify(a.data(), b.data(), c.data());
+      note_thresholds();
+    } else {
+      fresh(o.trials + t);
+      report = pg.verify_and_correct(c.data());
+    }
     tally.false_alarms += report.finding != abft::Finding::clean;
     tally.clean_max_ratio = std::max(tally.clean_max_ratio, report.max_ratio);
     tally.clean_max_difference = std::max(tally.clean_max_difference, report.max_difference);
   }
   for (int t = 0; t < o.trials; ++t) {
-    if (t % o.flips_per_product == 0) {
-      fresh(t / o.flips_per_product);
-      SKINNY_CUDA_TRY(cudaMemcpyAsync(clean.data(), c.data(), count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    } else {  // the same product again, as it was before the last trial's flips and corrections
-      SKINNY_CUDA_TRY(cudaMemcpyAsync(c.data(), clean.data(), count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    }
     std::vector<abft::Injection> injections;
-    for (int f = 0; f < o.inject; ++f)
-      injections.push_back(abft::inject_bit_flip<T>(ctx, c.data(), n, n, o.common.seed ^ (std::uint64_t(t) << 8 | f), range));
-    const abft::Report report = pg.verify_and_correct(c.data());
+    const auto flip = [&](T* product) {
+      for (int f = 0; f < o.inject; ++f)
+        injections.push_back(
+            abft::inject_bit_flip<T>(ctx, product, n, n, o.common.seed ^ (std::uint64_t(t) << 8 | f), range));
+    };
+    abft::Report report;
+    if (o.fused) {  // the flips strike between the product and its pass: a fault of the product's computation
+      fill_operands(t);
+      pg.inject_into_next_product(flip);
+      report = pg.multiply_and_verify(a.data(), b.data(), c.data());
+    } else {
+      if (t % o.flips_per_product == 0) {
+        fresh(t / o.flips_per_product);
+        SKINNY_CUDA_TRY(cudaMemcpyAsync(clean.data(), c.data(), count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+      } else {  // the same product again, as it was before the last trial's flips and corrections
+        SKINNY_CUDA_TRY(cudaMemcpyAsync(c.data(), clean.data(), count * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+      }
+      flip(c.data());
+      report = pg.verify_and_correct(c.data());
+    }
     tally.injected += o.inject;
     const abft::Injection& inj = injections[0];
     const double effect = std::abs(inj.after - inj.before);
@@ -135,11 +169,10 @@ int run_typed(const CampaignOptions& o) {
     const bool located = report.finding == abft::Finding::corrected && report.row == inj.row && report.col == inj.col;
     tally.located += located;
     bool corrected = false;
-    if (located) {
-      T fixed{}, want{};
+    if (located) {  // against the element before its flip
+      T fixed{};
       SKINNY_CUDA_TRY(cudaMemcpy(&fixed, c.data() + inj.col * n + inj.row, sizeof(T), cudaMemcpyDeviceToHost));
-      SKINNY_CUDA_TRY(cudaMemcpy(&want, clean.data() + inj.col * n + inj.row, sizeof(T), cudaMemcpyDeviceToHost));
-      corrected = std::abs(double(fixed) - double(want)) <= tau;
+      corrected = std::abs(double(fixed) - inj.before) <= (std::isfinite(tau) ? tau : tally.detection_bound);
     }
     tally.corrected += corrected;
     tally.not_corrected += detected && !corrected;
@@ -160,10 +193,14 @@ int run_typed(const CampaignOptions& o) {
     pg.multiply(a.data(), b.data(), c.data());
     pg.verify_and_correct(c.data());
   });
-  std::printf("abft-gemm on %s: %s, n = %lld, backend %s, %d flip(s) per trial in bits '%s', %d trial(s) per product, "
-              "seed %llu\n",
+  const Timing fused = time_on_stream(stream, [&] { pg.multiply_and_verify(a.data(), b.data(), c.data()); });
+  const auto overhead = [&](const Timing& t) { return 100 * (t.median_ms / plain.median_ms - 1); };
+  std::printf("abft-gemm on %s: %s, n = %lld, backend %s, %d flip(s) per trial in bits '%s', %s, seed %llu\n",
               device_name().c_str(), o.common.precision.c_str(), static_cast<long long>(n), o.backend.c_str(), o.inject,
-              o.bits.c_str(), o.flips_per_product, static_cast<unsigned long long>(o.common.seed));
+              o.bits.c_str(),
+              o.fused ? "multiply_and_verify (flips between the product and its pass)"
+                      : (std::to_string(o.flips_per_product) + " trial(s) per product").c_str(),
+              static_cast<unsigned long long>(o.common.seed));
   const std::string formula = model == abft::ThresholdModel::rounding
                                   ? "gamma u sqrt(k + h) sqrt(Q + Q_K + P + R^2)"
                                   : "gamma u sqrt(k + h) |A||B|-checksum";
@@ -185,8 +222,9 @@ int run_typed(const CampaignOptions& o) {
               tally.false_alarms, tally.clean, tally.clean_max_ratio);
   std::printf("detection bound %.3g = %.3g x the largest clean difference %.3g\n", tally.detection_bound,
               bound_over_clean, tally.clean_max_difference);
-  std::printf("protection overhead: %.3f ms protected (multiply + verify) vs %.3f ms unprotected: %+.1f %%\n",
-              guarded.median_ms, plain.median_ms, 100 * (guarded.median_ms / plain.median_ms - 1));
+  std::printf("protection overhead: %.3f ms multiply + verify_and_correct, %.3f ms multiply_and_verify, vs %.3f ms "
+              "unprotected: %+.1f %% and %+.1f %%\n",
+              guarded.median_ms, fused.median_ms, plain.median_ms, overhead(guarded), overhead(fused));
   for (const auto& why : tally.missed_why) std::printf("  not corrected: %s\n", why.c_str());
   if (!o.common.json.empty()) {
     JsonWriter json;
@@ -203,8 +241,10 @@ int run_typed(const CampaignOptions& o) {
         .field("below_threshold_detected", tally.below_detected).field("clean_trials", tally.clean)
         .field("false_alarms", tally.false_alarms).field("clean_max_ratio_to_threshold", tally.clean_max_ratio)
         .field("largest_clean_difference", tally.clean_max_difference).field("detection_bound", tally.detection_bound)
-        .field("detection_bound_over_largest_clean_difference", bound_over_clean).field("protected_ms", guarded.median_ms)
-        .field("unprotected_ms", plain.median_ms).field("overhead_percent", 100 * (guarded.median_ms / plain.median_ms - 1));
+        .field("detection_bound_over_largest_clean_difference", bound_over_clean).field("fused_trials", o.fused)
+        .field("unprotected_ms", plain.median_ms).field("protected_ms", guarded.median_ms)
+        .field("overhead_percent", overhead(guarded)).field("fused_ms", fused.median_ms)
+        .field("fused_overhead_percent", overhead(fused));
     json.key("missed_details").begin_array();
     for (const auto& why : tally.missed_why) json.value(why);
     json.end_array().end_object();

@@ -1,14 +1,17 @@
 // A GEMM that carries its own checksums: C = A B through any gemm backend, the checksums of C predicted
 // from the operands and recomputed from C, compared within round-off thresholds computed from the
-// magnitudes of the same product (threshold.hpp, docs/abft-threshold.md). Everything after the product
-// stays on the GPU until verification's verdict: three passes over the operands give the carried
-// checksums and the thresholds' magnitudes (two_way_sums.cuh), one over C the squares of the result;
-// verification is one pass over C with the comparison in it, and a copy of four numbers to the host. Only
-// an inconsistent check brings the checksums to the host, where one element is located and corrected.
+// magnitudes of the same product (threshold.hpp, docs/abft-threshold.md). Everything stays on the GPU
+// until verification's verdict: three passes over the operands give the carried checksums and the
+// thresholds' magnitudes (two_way_sums.cuh), on a stream of their own that overlaps the product; one pass
+// over C gives the squares of the result, added up by the thresholds' kernel. Verification is one pass
+// over C, added up by the comparison's kernel, and a copy of four numbers to the host. Only an
+// inconsistent check brings the checksums to the host, where one element is located and corrected.
 #include "detail.hpp"
 #include "threshold.hpp"
 #include "two_way_sums.cuh"
 
+#include <skinny/gemm/cuda_event.hpp>
+#include <skinny/gemm/cuda_stream.hpp>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/pinned_buffer.hpp>
 
@@ -18,34 +21,33 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace skinny::abft {
 namespace {
 
 using detail::Magnitude;
+using detail::Parts;
 using detail::SideSums;
 using detail::Weight;
 
-/// The thresholds of one side's checks (row checks of C: extent m, h = n; column checks: extent n, h = m).
+/// One side's checks (row checks of C: extent m, h = n; column checks: extent n, h = m).
 template <class T>
-struct ThresholdInputs {
+struct SideChecks {
   /// Value-major, per check position: carried (e, w), then rounding: Q (e, w), Q_K (e, w); l1: S (e, w).
   const T* sums = nullptr;
-  const T* result_squares = nullptr;  ///< rounding: the checksums (e, w) of C o C
-  double* tau = nullptr;              ///< out: 2 x extent, value-major (plain, weighted)
+  /// Partial sums of a pass over C (two_way_partial_sums): for the thresholds, the checksums (e, w) of
+  /// C o C; for verification, C's checksums (e, w), then (multiply_and_verify, rounding) those of C o C.
+  Parts<T> result;
+  double* tau = nullptr;  ///< 2 x extent, value-major (plain, weighted)
   std::int64_t extent = 0, h = 0;
 };
 
+/// The threshold of check t (0: plain, 1: weighted) at `pos`; `result_squares`: its checksum of C o C.
 template <class T>
-__global__ void __launch_bounds__(256)
-    thresholds_kernel(const ThresholdInputs<T> rows, const ThresholdInputs<T> cols, Threshold threshold, std::int64_t k) {
-  wait_for_previous_grid();
-  std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool is_row = o < 2 * rows.extent;
-  const ThresholdInputs<T> in = is_row ? rows : cols;
-  if (!is_row) o -= 2 * rows.extent;
-  if (o >= 2 * in.extent) return;
-  const std::int64_t e = in.extent, t = o / e, pos = o % e;
+__device__ double check_threshold(const SideChecks<T>& in, const Threshold& threshold, std::int64_t k, std::int64_t t,
+                                  std::int64_t pos, double result_squares) {
+  const std::int64_t e = in.extent;
   detail::CheckMagnitudes mg;
   if (threshold.model == ThresholdModel::l1_bound) {
     mg.l1 = in.sums[(2 + t) * e + pos];
@@ -54,10 +56,26 @@ __global__ void __launch_bounds__(256)
     const double weights = t == 1 ? double(in.h) : 1.0;
     mg.squares = weights * double(in.sums[(2 + t) * e + pos]);
     mg.carried_squares = in.sums[(4 + t) * e + pos];
-    mg.result_squares = weights * double(in.result_squares[t * e + pos]);
+    mg.result_squares = weights * double(T(result_squares));
     mg.checksum = in.sums[t * e + pos];
   }
-  in.tau[o] = detail::resolved_threshold<T>(threshold, k, in.h, mg);
+  return detail::resolved_threshold<T>(threshold, k, in.h, mg);
+}
+
+/// The thresholds after multiply(): one output (check t at pos) per column of threads (adding_block).
+template <class T>
+__global__ void __launch_bounds__(detail::kOutputsPerBlock * detail::kPartGroups)
+    thresholds_kernel(const SideChecks<T> rows, const SideChecks<T> cols, Threshold threshold, std::int64_t k) {
+  wait_for_previous_grid();
+  std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * detail::kOutputsPerBlock + threadIdx.x;
+  const bool is_row = o < 2 * rows.extent;
+  const SideChecks<T> in = is_row ? rows : cols;
+  if (!is_row) o -= 2 * rows.extent;
+  const bool valid = o < 2 * in.extent;
+  const bool rounding = threshold.model == ThresholdModel::rounding;
+  const double result_squares = rounding ? detail::sum_of_parts(in.result, o, valid) : 0.0;
+  if (!valid || threadIdx.y != 0) return;
+  in.tau[o] = check_threshold(in, threshold, k, o / in.extent, o % in.extent, result_squares);
 }
 
 /// What verification found on the GPU: the count of inconsistent checks per side and the largest finite
@@ -66,27 +84,38 @@ struct Verdict {
   unsigned long long inconsistent_rows, inconsistent_cols, max_ratio_bits, max_difference_bits;
 };
 
+/// One check position per column of threads (adding_block): C's checksums from their partial sums, with
+/// `thresholds_here` (multiply_and_verify) the thresholds too, then the same decision as detail::analyze
+/// makes on the host. Verifications alternate between two verdicts: this one clears the next one's.
 template <class T>
-struct CompareInputs {
-  const T* carried = nullptr;   ///< 2 x extent (e, w), value-major
-  const T* computed = nullptr;  ///< 2 x extent
-  const double* tau = nullptr;  ///< 2 x extent
-  std::int64_t extent = 0;
-};
-
-/// One thread per check: the same decision as detail::analyze makes on the host.
-template <class T>
-__global__ void __launch_bounds__(256) compare_kernel(const CompareInputs<T> rows, const CompareInputs<T> cols,
-                                                      Verdict* verdict) {
+__global__ void __launch_bounds__(detail::kOutputsPerBlock * detail::kPartGroups)
+    compare_kernel(const SideChecks<T> rows, const SideChecks<T> cols, Threshold threshold, std::int64_t k,
+                   bool thresholds_here, Verdict* verdict, Verdict* next_verdict) {
   wait_for_previous_grid();
-  std::int64_t pos = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::int64_t pos = static_cast<std::int64_t>(blockIdx.x) * detail::kOutputsPerBlock + threadIdx.x;
+  if (pos == 0 && threadIdx.y == 0) *next_verdict = Verdict{};
   const bool is_row = pos < rows.extent;
-  const CompareInputs<T> in = is_row ? rows : cols;
+  const SideChecks<T> in = is_row ? rows : cols;
   if (!is_row) pos -= rows.extent;
-  if (pos >= in.extent) return;
+  const bool valid = pos < in.extent;
   const std::int64_t e = in.extent;
-  const double de = double(in.computed[pos]) - double(in.carried[pos]);
-  const double dw = double(in.computed[e + pos]) - double(in.carried[e + pos]);
+  const T computed_e = T(detail::sum_of_parts(in.result, pos, valid));
+  const T computed_w = T(detail::sum_of_parts(in.result, e + pos, valid));
+  double squares_e = 0, squares_w = 0;
+  if (thresholds_here && threshold.model == ThresholdModel::rounding) {
+    squares_e = detail::sum_of_parts(in.result, 2 * e + pos, valid);
+    squares_w = detail::sum_of_parts(in.result, 3 * e + pos, valid);
+  }
+  if (!valid || threadIdx.y != 0) return;
+  if (thresholds_here) {
+    in.tau[pos] = check_threshold(in, threshold, k, 0, pos, squares_e);
+    in.tau[e + pos] = check_threshold(in, threshold, k, 1, pos, squares_w);
+  }
+  in.result.out[pos] = computed_e;  // for the host, should a check fail
+  in.result.out[e + pos] = computed_w;
+  // The carried checksums are the first two values of each check's sums.
+  const double de = double(computed_e) - double(in.sums[pos]);
+  const double dw = double(computed_w) - double(in.sums[e + pos]);
   const double worst = detail::worst_ratio(detail::check_ratio(de, in.tau[pos]), detail::check_ratio(dw, in.tau[e + pos]));
   if (!(worst <= 1)) atomicAdd(is_row ? &verdict->inconsistent_rows : &verdict->inconsistent_cols, 1ull);
   if (fabs(worst) <= DBL_MAX) atomicMax(&verdict->max_ratio_bits, static_cast<unsigned long long>(__double_as_longlong(worst)));
@@ -100,8 +129,6 @@ double from_bits(unsigned long long bits) {
   return v;
 }
 
-dim3 threads_for(std::int64_t count) { return dim3(static_cast<unsigned>((count + 255) / 256)); }
-
 }  // namespace
 
 template <class T>
@@ -110,12 +137,17 @@ struct ProtectedGemm<T>::Buffers {
   // Value-major sums (see multiply): B's row sums (4 x k); A's column sums (4 x k); the row checks' sums
   // (carried, then the magnitudes: 6 x m rounding, 4 x m l1) and the column checks' (6 or 4 x n).
   DeviceBuffer<T> b_rows, a_cols, check_rows, check_cols;
-  DeviceBuffer<T> square_rows, square_cols;      ///< rounding: the checksums (e, w) of C o C: 2 x m, 2 x n
   DeviceBuffer<T> computed_rows, computed_cols;  ///< verification's checksums of C: 2 x m, 2 x n
   DeviceBuffer<double> tau_rows, tau_cols;       ///< 2 x m, 2 x n (plain, weighted)
-  DeviceBuffer<T> parts;                         ///< partial sums of the largest pass
-  DeviceBuffer<Verdict> verdict;
+  DeviceBuffer<T> operand_parts;                 ///< partial sums of the largest operand pass
+  DeviceBuffer<T> result_parts;                  ///< partial sums of a pass over C
+  DeviceBuffer<Verdict> verdicts;                ///< two, used in turn (compare_kernel)
   PinnedBuffer<Verdict> verdict_host;
+  std::uint64_t verifications = 0;
+  Verdict* verdict = nullptr;  ///< the one the last verification queued
+  // The operand passes run on their own stream, from the multiply's start to the thresholds.
+  CudaStream operand_stream{cudaStreamNonBlocking};
+  CudaEvent operands_ready{cudaEventDisableTiming}, checksums_carried{cudaEventDisableTiming};
   Weight<T> e() const { return {weights.data(), false}; }
   Weight<T> w() const { return {weights.data() + weights.size() / 2, false}; }
 };
@@ -146,20 +178,17 @@ ProtectedGemm<T>::ProtectedGemm(Context& ctx, std::int64_t m, std::int64_t n, st
   b.a_cols = DeviceBuffer<T>(size(4 * k));
   b.check_rows = DeviceBuffer<T>(size(per_check * m));
   b.check_cols = DeviceBuffer<T>(size(per_check * n));
-  if (threshold_.model == ThresholdModel::rounding) {
-    b.square_rows = DeviceBuffer<T>(size(2 * m));
-    b.square_cols = DeviceBuffer<T>(size(2 * n));
-  }
   b.computed_rows = DeviceBuffer<T>(size(2 * m));
   b.computed_cols = DeviceBuffer<T>(size(2 * n));
   b.tau_rows = DeviceBuffer<double>(size(2 * m));
   b.tau_cols = DeviceBuffer<double>(size(2 * n));
   const int sms = ctx.properties().multiProcessorCount;
-  const std::int64_t parts = std::max({detail::two_way_workspace<T>(k, n, 4, int(per_check), sms),  // B: both passes
-                                       detail::two_way_workspace<T>(m, k, int(per_check), 4, sms),  // A
-                                       detail::two_way_workspace<T>(m, n, 2, 2, sms)});             // C
-  b.parts = DeviceBuffer<T>(size(parts));
-  b.verdict = DeviceBuffer<Verdict>(1);
+  const std::int64_t operand_parts = std::max({detail::two_way_workspace<T>(k, n, 4, int(per_check), sms),  // B
+                                               detail::two_way_workspace<T>(m, k, int(per_check), 4, sms)});  // A
+  b.operand_parts = DeviceBuffer<T>(size(operand_parts));
+  const int result_terms = threshold_.model == ThresholdModel::rounding ? 4 : 2;  // multiply_and_verify's pass
+  b.result_parts = DeviceBuffer<T>(size(detail::two_way_workspace<T>(m, n, result_terms, result_terms, sms)));
+  b.verdicts = DeviceBuffer<Verdict>(std::vector<Verdict>(2, Verdict{}));
   b.verdict_host = PinnedBuffer<Verdict>(1);
 }
 
@@ -206,29 +235,72 @@ void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std
 }  // namespace
 
 template <class T>
+void ProtectedGemm<T>::product_beside_checksums(const T* a, const T* b, T* c) {
+  Buffers& bf = *buf_;
+  const cudaStream_t operand_stream = bf.operand_stream;
+  // The product is queued first, so its blocks take the SMs first; the operand passes, on their own
+  // stream, fill what it leaves free (its last wave) instead of following it.
+  bf.operands_ready.record(ctx_.stream());
+  multiply_unprotected(a, b, c);
+  SKINNY_CUDA_TRY(cudaStreamWaitEvent(operand_stream, bf.operands_ready.get()));
+  (threshold_.model == ThresholdModel::rounding ? carry_checksums<T, ThresholdModel::rounding>
+                                                : carry_checksums<T, ThresholdModel::l1_bound>)(
+      a, b, m_, n_, k_, bf.e(), bf.w(), bf.b_rows.data(), bf.a_cols.data(), bf.check_rows.data(), bf.check_cols.data(),
+      bf.operand_parts.data(), ctx_.properties().multiProcessorCount, operand_stream);
+  bf.checksums_carried.record(operand_stream);
+  host_.current = false;
+}
+
+template <class T>
 void ProtectedGemm<T>::multiply(const T* a, const T* b, T* c) {
   Buffers& bf = *buf_;
   const cudaStream_t stream = ctx_.stream();
-  const int sms = ctx_.properties().multiProcessorCount;
-  multiply_unprotected(a, b, c);
-  const bool rounding = threshold_.model == ThresholdModel::rounding;
-  (rounding ? carry_checksums<T, ThresholdModel::rounding> : carry_checksums<T, ThresholdModel::l1_bound>)(
-      a, b, m_, n_, k_, bf.e(), bf.w(), bf.b_rows.data(), bf.a_cols.data(), bf.check_rows.data(), bf.check_cols.data(),
-      bf.parts.data(), sms, stream);
-  if (rounding) {  // P: the checksums of C o C, read from the product before any later fault can reach it
+  product_beside_checksums(a, b, c);
+  SideChecks<T> rows{bf.check_rows.data(), {}, bf.tau_rows.data(), m_, n_};
+  SideChecks<T> cols{bf.check_cols.data(), {}, bf.tau_cols.data(), n_, m_};
+  if (threshold_.model == ThresholdModel::rounding) {
+    // P: the checksums of C o C, read from the product before any later fault can reach it.
     using Squares = SideSums<T, 0, 2>;
-    detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Squares{{bf.e(), bf.w()}, bf.square_rows.data()},
-                                               Squares{{bf.e(), bf.w()}, bf.square_cols.data()}, bf.parts.data(), sms,
-                                               stream);
+    const detail::TwoWayParts<T> p = detail::two_way_partial_sums<T, Magnitude::square>(
+        c, m_, n_, Squares{{bf.e(), bf.w()}, nullptr}, Squares{{bf.e(), bf.w()}, nullptr}, bf.result_parts.data(),
+        ctx_.properties().multiProcessorCount, stream);
+    rows.result = p.rows;
+    cols.result = p.cols;
   }
-  ThresholdInputs<T> rows{bf.check_rows.data(), rounding ? bf.square_rows.data() : nullptr, bf.tau_rows.data(), m_, n_};
-  ThresholdInputs<T> cols{bf.check_cols.data(), rounding ? bf.square_cols.data() : nullptr, bf.tau_cols.data(), n_, m_};
-  Threshold threshold = threshold_;
-  std::int64_t k = k_;
-  void* args[] = {&rows, &cols, &threshold, &k};
-  launch_after_previous(reinterpret_cast<const void*>(&thresholds_kernel<T>), threads_for(2 * (m_ + n_)), dim3(256),
-                        args, stream);
-  host_.current = false;
+  SKINNY_CUDA_TRY(cudaStreamWaitEvent(stream, bf.checksums_carried.get()));
+  // An ordinary launch: it waits for the other stream's passes too, not only for the kernel ahead of it.
+  thresholds_kernel<T>
+      <<<detail::adding_grid(2 * (m_ + n_)), detail::adding_block(), 0, stream>>>(rows, cols, threshold_, k_);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+Report ProtectedGemm<T>::multiply_and_verify(const T* a, const T* b, T* c) {
+  Buffers& bf = *buf_;
+  const cudaStream_t stream = ctx_.stream();
+  product_beside_checksums(a, b, c);
+  if (fault_) std::exchange(fault_, nullptr)(c);
+  // One pass over C: its checksums (e, w) and, for the rounding model, those of C o C.
+  const auto pass = [&](auto sums) {
+    for (int t = 0; t < decltype(sums)::kTerms; ++t) sums.w[t] = t % 2 == 0 ? bf.e() : bf.w();
+    auto rows_side = sums, cols_side = sums;
+    rows_side.out = bf.computed_rows.data();
+    cols_side.out = bf.computed_cols.data();
+    return detail::two_way_partial_sums<T, Magnitude::square>(c, m_, n_, rows_side, cols_side, bf.result_parts.data(),
+                                                              ctx_.properties().multiProcessorCount, stream);
+  };
+  const detail::TwoWayParts<T> p =
+      threshold_.model == ThresholdModel::rounding ? pass(SideSums<T, 2, 2>{}) : pass(SideSums<T, 2, 0>{});
+  SKINNY_CUDA_TRY(cudaStreamWaitEvent(stream, bf.checksums_carried.get()));
+  const std::uint64_t turn = bf.verifications++ % 2;
+  bf.verdict = bf.verdicts.data() + turn;
+  // An ordinary launch, as for the thresholds.
+  compare_kernel<T><<<detail::adding_grid(m_ + n_), detail::adding_block(), 0, stream>>>(
+      SideChecks<T>{bf.check_rows.data(), p.rows, bf.tau_rows.data(), m_, n_},
+      SideChecks<T>{bf.check_cols.data(), p.cols, bf.tau_cols.data(), n_, m_}, threshold_, k_, true, bf.verdict,
+      bf.verdicts.data() + (1 - turn));
+  SKINNY_CHECK_LAUNCH();
+  return conclude(c);
 }
 
 template <class T>
@@ -272,18 +344,28 @@ Report ProtectedGemm<T>::verify_and_correct(T* c) {
   Buffers& bf = *buf_;
   const cudaStream_t stream = ctx_.stream();
   using Sums = SideSums<T, 2, 0>;
-  SKINNY_CUDA_TRY(cudaMemsetAsync(bf.verdict.data(), 0, sizeof(Verdict), stream));
-  detail::two_way_sums<T, Magnitude::square>(c, m_, n_, Sums{{bf.e(), bf.w()}, bf.computed_rows.data()},
-                                             Sums{{bf.e(), bf.w()}, bf.computed_cols.data()}, bf.parts.data(),
-                                             ctx_.properties().multiProcessorCount, stream);
-  // The carried checksums are the first two values of each check's sums.
-  CompareInputs<T> rows{bf.check_rows.data(), bf.computed_rows.data(), bf.tau_rows.data(), m_};
-  CompareInputs<T> cols{bf.check_cols.data(), bf.computed_cols.data(), bf.tau_cols.data(), n_};
-  Verdict* verdict = bf.verdict.data();
-  void* args[] = {&rows, &cols, &verdict};
-  launch_after_previous(reinterpret_cast<const void*>(&compare_kernel<T>), threads_for(m_ + n_), dim3(256), args,
-                        stream);
-  bf.verdict_host.copy_from_device_async(bf.verdict.data(), stream);
+  const detail::TwoWayParts<T> p = detail::two_way_partial_sums<T, Magnitude::square>(
+      c, m_, n_, Sums{{bf.e(), bf.w()}, bf.computed_rows.data()}, Sums{{bf.e(), bf.w()}, bf.computed_cols.data()},
+      bf.result_parts.data(), ctx_.properties().multiProcessorCount, stream);
+  SideChecks<T> rows{bf.check_rows.data(), p.rows, bf.tau_rows.data(), m_, n_};
+  SideChecks<T> cols{bf.check_cols.data(), p.cols, bf.tau_cols.data(), n_, m_};
+  Threshold threshold = threshold_;
+  std::int64_t k = k_;
+  bool thresholds_here = false;
+  const std::uint64_t turn = bf.verifications++ % 2;
+  bf.verdict = bf.verdicts.data() + turn;
+  Verdict* next_verdict = bf.verdicts.data() + (1 - turn);
+  void* args[] = {&rows, &cols, &threshold, &k, &thresholds_here, &bf.verdict, &next_verdict};
+  launch_after_previous(reinterpret_cast<const void*>(&compare_kernel<T>), detail::adding_grid(m_ + n_),
+                        detail::adding_block(), args, stream);
+  return conclude(c);
+}
+
+template <class T>
+Report ProtectedGemm<T>::conclude(T* c) {
+  Buffers& bf = *buf_;
+  const cudaStream_t stream = ctx_.stream();
+  bf.verdict_host.copy_from_device_async(bf.verdict, stream);
   ctx_.synchronize();
   const Verdict v = bf.verdict_host[0];
   if (v.inconsistent_rows == 0 && v.inconsistent_cols == 0) {

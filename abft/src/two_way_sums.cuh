@@ -4,7 +4,7 @@
 // where f_t is x itself for a side's first `plain` weights and the magnitude (x^2 or |x|) for the others,
 // and a weight is a vector in device memory or its square. One kernel reads tiles of X once, sums each
 // tile in T along both directions (the encoder's scheme, encode.cu) and writes partial sums; a second
-// adds them in a fixed order in double (deterministic).
+// adds them in a fixed order in double (deterministic), or a caller's kernel does as it uses them.
 #pragma once
 
 #include <skinny/gemm/errors.hpp>
@@ -145,20 +145,55 @@ struct Parts {
   T* out = nullptr;
 };
 
-/// The second pass, both sides in one launch (rows' outputs first), in double and in order.
+/// Kernels that add partial sums run blocks of kOutputsPerBlock x kPartGroups threads: the kPartGroups
+/// threads of an output (threadIdx.y) each add every kPartGroups-th part, then the first adds their
+/// results in order. Deterministic, with kPartGroups loads in flight per output instead of one.
+constexpr int kOutputsPerBlock = 32, kPartGroups = 8;
+
+inline dim3 adding_block() { return dim3(kOutputsPerBlock, kPartGroups); }
+inline dim3 adding_grid(std::int64_t outputs) {
+  return dim3(static_cast<unsigned>((outputs + kOutputsPerBlock - 1) / kOutputsPerBlock));
+}
+
+/// The output of this block's column of threads, in double (valid in threadIdx.y == 0; false `valid`
+/// adds nothing). Every thread of the block must call it, the same number of times.
 template <class T>
-__global__ void __launch_bounds__(256) add_two_way_parts(const Parts<T> rows, const Parts<T> cols) {
+__device__ double sum_of_parts(const Parts<T>& ps, std::int64_t o, bool valid) {
+  __shared__ double group_sums[kPartGroups][kOutputsPerBlock];
+  double sum = 0;
+  if (valid) {
+#pragma unroll 4
+    for (std::int64_t p = threadIdx.y; p < ps.parts; p += kPartGroups) sum += double(ps.part[p * ps.outputs + o]);
+  }
+  group_sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.y == 0) {
+#pragma unroll
+    for (int g = 0; g < kPartGroups; ++g) total += group_sums[g][threadIdx.x];
+  }
+  __syncthreads();  // group_sums is free for the next call
+  return total;
+}
+
+/// The second pass, both sides in one launch (rows' outputs first).
+template <class T>
+__global__ void __launch_bounds__(kOutputsPerBlock * kPartGroups) add_two_way_parts(const Parts<T> rows, const Parts<T> cols) {
   wait_for_previous_grid();
-  std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * kOutputsPerBlock + threadIdx.x;
   const bool is_row = o < rows.outputs;
   const Parts<T> ps = is_row ? rows : cols;
   if (!is_row) o -= rows.outputs;
-  if (o >= ps.outputs) return;
-  double sum = 0;
-#pragma unroll 8
-  for (std::int64_t p = 0; p < ps.parts; ++p) sum += double(ps.part[p * ps.outputs + o]);
-  ps.out[o] = T(sum);
+  const bool valid = o < ps.outputs;
+  const double sum = sum_of_parts(ps, o, valid);
+  if (valid && threadIdx.y == 0) ps.out[o] = T(sum);
 }
+
+/// What the first pass leaves for the second: each side's partial sums.
+template <class T>
+struct TwoWayParts {
+  Parts<T> rows, cols;
+};
 
 /// How a pass over a rows x cols matrix is cut: row tiles of kSumThreads rows, bands of tiles_per_band
 /// tiles of columns, enough blocks to keep every SM reading (small matrices take narrow bands).
@@ -187,10 +222,12 @@ std::int64_t two_way_workspace(std::int64_t rows, std::int64_t cols, int row_ter
   return g.bands * row_terms * rows + g.row_tiles * col_terms * cols;
 }
 
-/// Queues both passes on `stream`; `part` holds two_way_workspace() elements.
+/// Queues the first pass on `stream`: the tiles' partial sums, in `part` (two_way_workspace() elements).
+/// A caller that uses the sums where it adds them (ProtectedGemm's thresholds and comparison) adds the
+/// parts itself with sum_of_parts; two_way_sums below adds them into the sides' `out`.
 template <class T, Magnitude kMag, class Rows, class Cols>
-void two_way_sums(const T* x, std::int64_t rows, std::int64_t cols, const Rows& row_side, const Cols& col_side,
-                  T* part, int sm_count, cudaStream_t stream) {
+TwoWayParts<T> two_way_partial_sums(const T* x, std::int64_t rows, std::int64_t cols, const Rows& row_side,
+                                    const Cols& col_side, T* part, int sm_count, cudaStream_t stream) {
   const TwoWayGrid g = two_way_grid<T>(rows, cols, sm_count);
   T* row_part = part;
   T* col_part = part + g.bands * Rows::kTerms * rows;
@@ -198,12 +235,18 @@ void two_way_sums(const T* x, std::int64_t rows, std::int64_t cols, const Rows& 
   two_way_sums_kernel<T, kMag, Rows, Cols>
       <<<grid, kSumThreads, 0, stream>>>(x, rows, cols, g.tiles_per_band, row_side, col_side, row_part, col_part);
   SKINNY_CHECK_LAUNCH();
-  Parts<T> row_parts{row_part, Rows::kTerms * rows, g.bands, row_side.out};
-  Parts<T> col_parts{col_part, Cols::kTerms * cols, g.row_tiles, col_side.out};
-  const std::int64_t outputs = row_parts.outputs + col_parts.outputs;
-  void* args[] = {&row_parts, &col_parts};
-  launch_after_previous(reinterpret_cast<const void*>(&add_two_way_parts<T>),
-                        dim3(static_cast<unsigned>((outputs + 255) / 256)), dim3(256), args, stream);
+  return {{row_part, Rows::kTerms * rows, g.bands, row_side.out}, {col_part, Cols::kTerms * cols, g.row_tiles, col_side.out}};
+}
+
+/// Queues both passes on `stream`; `part` holds two_way_workspace() elements.
+template <class T, Magnitude kMag, class Rows, class Cols>
+void two_way_sums(const T* x, std::int64_t rows, std::int64_t cols, const Rows& row_side, const Cols& col_side,
+                  T* part, int sm_count, cudaStream_t stream) {
+  TwoWayParts<T> p = two_way_partial_sums<T, kMag>(x, rows, cols, row_side, col_side, part, sm_count, stream);
+  const std::int64_t outputs = p.rows.outputs + p.cols.outputs;
+  void* args[] = {&p.rows, &p.cols};
+  launch_after_previous(reinterpret_cast<const void*>(&add_two_way_parts<T>), adding_grid(outputs), adding_block(), args,
+                        stream);
 }
 
 }  // namespace skinny::abft::detail

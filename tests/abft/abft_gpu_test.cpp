@@ -1,6 +1,7 @@
 // ABFT on the GPU: every encoder against the CPU reference over odd shapes and densities, outputs
 // poisoned first; protected GEMMs that stay clean, and that locate and correct single bit flips; the
-// thresholds the GPU computes against the host model, and the rounding model against the L1 bound.
+// thresholds the GPU computes against the host model, and the rounding model against the L1 bound;
+// multiply_and_verify (one pass over C) against multiply, then verify_and_correct.
 #include "../../abft/src/threshold.hpp"
 
 #include <skinny/abft/abft.hpp>
@@ -179,6 +180,52 @@ TEST_F(AbftGpu, RoundingThresholdsMatchTheHostModel) {
 TEST_F(AbftGpu, L1ThresholdsMatchTheHostModel) {
   thresholds_match_the_host_model<float>(37, 53, 29, 0.75, ThresholdModel::l1_bound);
   thresholds_match_the_host_model<double>(127, 17, 300, 0, ThresholdModel::l1_bound);
+}
+
+/// multiply_and_verify: its one pass over C gives the thresholds multiply() gives on a clean product, a
+/// fault struck between the product and that pass is located and corrected, and the fault hook is used once.
+template <class T>
+void multiply_and_verify_matches_the_two_passes(std::int64_t m, std::int64_t k, std::int64_t n, ThresholdModel model) {
+  Context& ctx = shared_context();
+  DeviceBuffer<T> a(testing::random_nonzero<T>(std::size_t(m * k), 11)),
+      b(testing::random_nonzero<T>(std::size_t(k * n), 12)), c(std::size_t(m * n));
+  ProtectedGemm<T> two_passes(ctx, m, n, k, gemm::Algo::cublas, Threshold{0, 0, model});
+  ProtectedGemm<T> one_pass(ctx, m, n, k, gemm::Algo::cublas, Threshold{0, 0, model});
+  const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+  two_passes.multiply(a.data(), b.data(), c.data());
+  EXPECT_EQ(Finding::clean, two_passes.verify_and_correct(c.data()).finding) << shape;
+  const std::vector<T> reference = c.to_host();
+  c.copy_from(std::vector<T>(c.size(), std::numeric_limits<T>::quiet_NaN()));
+  EXPECT_EQ(Finding::clean, one_pass.multiply_and_verify(a.data(), b.data(), c.data()).finding) << shape;
+  for (const bool weighted : {false, true}) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      const double want = two_passes.threshold_row(i, weighted);
+      EXPECT_NEAR(want, one_pass.threshold_row(i, weighted), 1e-12 * want) << shape << " row " << i;
+    }
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double want = two_passes.threshold_col(j, weighted);
+      EXPECT_NEAR(want, one_pass.threshold_col(j, weighted), 1e-12 * want) << shape << " column " << j;
+    }
+  }
+  const std::int64_t i = m / 2, j = n - 1;
+  const T error = T(4 * two_passes.max_threshold());
+  one_pass.inject_into_next_product([&](T* product) { inject_add<T>(ctx, product, m, i, j, error); });
+  const Report r = one_pass.multiply_and_verify(a.data(), b.data(), c.data());
+  ASSERT_EQ(Finding::corrected, r.finding) << shape;
+  EXPECT_EQ(i, r.row);
+  EXPECT_EQ(j, r.col);
+  const double tau = std::max(two_passes.threshold_row(i), two_passes.threshold_col(j));
+  EXPECT_NEAR(double(reference[std::size_t(j * m + i)]), double(c.to_host()[std::size_t(j * m + i)]), tau) << shape;
+  EXPECT_EQ(Finding::clean, one_pass.multiply_and_verify(a.data(), b.data(), c.data()).finding)
+      << shape << ": the fault hook strikes once";
+}
+
+TEST_F(AbftGpu, MultiplyAndVerifyMatchesTheTwoPasses) {
+  multiply_and_verify_matches_the_two_passes<float>(37, 53, 29, ThresholdModel::rounding);
+  multiply_and_verify_matches_the_two_passes<double>(300, 7, 17, ThresholdModel::rounding);
+  multiply_and_verify_matches_the_two_passes<float>(1, 1, 1, ThresholdModel::rounding);
+  multiply_and_verify_matches_the_two_passes<float>(127, 1000, 17, ThresholdModel::l1_bound);
+  multiply_and_verify_matches_the_two_passes<double>(1000, 17, 127, ThresholdModel::l1_bound);
 }
 
 TEST_F(AbftGpu, RoundingThresholdIsFarBelowTheL1BoundAndStillClean) {

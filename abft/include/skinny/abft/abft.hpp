@@ -17,6 +17,7 @@
 #include <skinny/gemm/gemm.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -119,19 +120,31 @@ struct Report {
 /// C = A B (A m x k, B k x n, C m x n, all column-major, packed) through any gemm backend, carrying the
 /// full checksums of C: column checksums (e, w)^T A B and row checksums A B (e, w), plus the magnitudes
 /// their thresholds need (density: whole dimensions): the same checksums of A o A and B o B, of the carried
-/// checksums' squares and of C o C (rounding model), or of |A| and |B| (l1_bound). After the product, three
-/// passes over the operands and one over C; the thresholds are computed on the GPU. Verification is one
-/// pass over C that compares on the GPU; only when a check fails do the checksums come to the host.
+/// checksums' squares and of C o C (rounding model), or of |A| and |B| (l1_bound). Three passes over the
+/// operands overlap the product; the thresholds are computed on the GPU. Verification is one pass over C
+/// that compares on the GPU; only when a check fails do the checksums come to the host.
+/// Two ways to use it: multiply() then verify_and_correct() (two passes over C: the thresholds are fixed
+/// at the product, C may be checked later), or multiply_and_verify() (one pass over C right after the
+/// product: the cheaper, as an epilogue would be).
 template <class T>
 class ProtectedGemm {
  public:
   ProtectedGemm(Context& ctx, std::int64_t m, std::int64_t n, std::int64_t k,
                 gemm::Algo backend = gemm::Algo::automatic, Threshold threshold = {});
-  /// Queues C and its carried checksums on the context's stream (no wait for the GPU). The inputs must
-  /// stay valid until that work is done.
+  /// Queues C and its carried checksums on the context's stream (no wait for the GPU). The operands'
+  /// checksum passes run on a stream of this object's own, overlapping the product; the context's stream
+  /// waits for them before the thresholds. The inputs must stay valid until the context's stream is done.
   void multiply(const T* a, const T* b, T* c);
   /// Recomputes C's checksums, compares, and corrects a single error in place; waits for the GPU.
   Report verify_and_correct(T* c);
+  /// multiply() and verify_and_correct() with one pass over C after the product, which gives the
+  /// thresholds' P and C's checksums at once. An error E in C then enters its own row's and column's
+  /// thresholds too, by at most gamma u sqrt(k + h) (|E| + sqrt(2 |c| |E|)): a relative 1e-4 in float
+  /// at k + h = 4096 (docs/abft-threshold.md). Waits for the GPU.
+  Report multiply_and_verify(const T* a, const T* b, T* c);
+  /// For fault-injection campaigns: work that the next multiply_and_verify() queues on C between the
+  /// product and its pass, as a fault in the product's computation would strike (used once).
+  void inject_into_next_product(std::function<void(T* c)> fault) { fault_ = std::move(fault); }
   /// The product alone (for the overhead measurement).
   void multiply_unprotected(const T* a, const T* b, T* c);
   /// The thresholds of the last multiply (the first question after it waits for the GPU and copies them).
@@ -152,6 +165,7 @@ class ProtectedGemm {
   gemm::Algo backend_;
   Threshold threshold_;
   std::vector<T> scratch_host_;
+  std::function<void(T* c)> fault_;
   struct Buffers;
   std::shared_ptr<Buffers> buf_;
   /// The GPU's thresholds on the host: rows and cols (plain, then weighted), the smallest and the
@@ -163,6 +177,10 @@ class ProtectedGemm {
   };
   mutable HostThresholds host_;
   const HostThresholds& host_thresholds() const;
+  /// The product, and beside it the carried checksums (the thresholds' stream waits for them).
+  void product_beside_checksums(const T* a, const T* b, T* c);
+  /// The verdict's four numbers to the host; only when a check failed, analysis and correction there.
+  Report conclude(T* c);
 };
 
 /// Fault injection, reproducible from the seed.

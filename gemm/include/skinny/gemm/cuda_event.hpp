@@ -1,4 +1,4 @@
-// CudaEvent: RAII ownership of a CUDA event, for timing work on a stream.
+// CudaEvent: RAII ownership of a CUDA event, for timing work on a stream or ordering two streams.
 #pragma once
 
 #include <skinny/gemm/errors.hpp>
@@ -10,6 +10,8 @@ namespace skinny {
 class CudaEvent {
  public:
   CudaEvent() { SKINNY_CUDA_TRY(cudaEventCreate(&event_)); }
+  /// With cudaEventCreateWithFlags' flags: cudaEventDisableTiming for an event that only orders streams.
+  explicit CudaEvent(unsigned int flags) { SKINNY_CUDA_TRY(cudaEventCreateWithFlags(&event_, flags)); }
   ~CudaEvent() { cudaEventDestroy(event_); }  // never throw from a destructor
   CudaEvent(const CudaEvent&) = delete;
   CudaEvent& operator=(const CudaEvent&) = delete;
