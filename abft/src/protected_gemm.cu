@@ -91,6 +91,7 @@ template <class T>
 __global__ void __launch_bounds__(detail::kOutputsPerBlock * detail::kPartGroups)
     compare_kernel(const SideChecks<T> rows, const SideChecks<T> cols, Threshold threshold, std::int64_t k,
                    bool thresholds_here, Verdict* verdict, Verdict* next_verdict) {
+  static_assert(detail::kOutputsPerBlock == 32, "a block's checks fill one warp");
   wait_for_previous_grid();
   std::int64_t pos = static_cast<std::int64_t>(blockIdx.x) * detail::kOutputsPerBlock + threadIdx.x;
   if (pos == 0 && threadIdx.y == 0) *next_verdict = Verdict{};
@@ -106,21 +107,38 @@ __global__ void __launch_bounds__(detail::kOutputsPerBlock * detail::kPartGroups
     squares_e = detail::sum_of_parts(in.result, 2 * e + pos, valid);
     squares_w = detail::sum_of_parts(in.result, 3 * e + pos, valid);
   }
-  if (!valid || threadIdx.y != 0) return;
-  if (thresholds_here) {
-    in.tau[pos] = check_threshold(in, threshold, k, 0, pos, squares_e);
-    in.tau[e + pos] = check_threshold(in, threshold, k, 1, pos, squares_w);
+  // The block's checks are in its first warp (threadIdx.y == 0): the verdict's sums and maxima within
+  // the warp first, then one lane's atomics (thousands on the same addresses would queue up).
+  if (threadIdx.y != 0) return;
+  bool inconsistent = false;
+  unsigned long long ratio_bits = 0, difference_bits = 0;  // non-negative doubles: their bits order alike
+  if (valid) {
+    if (thresholds_here) {
+      in.tau[pos] = check_threshold(in, threshold, k, 0, pos, squares_e);
+      in.tau[e + pos] = check_threshold(in, threshold, k, 1, pos, squares_w);
+    }
+    in.result.out[pos] = computed_e;  // for the host, should a check fail
+    in.result.out[e + pos] = computed_w;
+    // The carried checksums are the first two values of each check's sums.
+    const double de = double(computed_e) - double(in.sums[pos]);
+    const double dw = double(computed_w) - double(in.sums[e + pos]);
+    const double worst =
+        detail::worst_ratio(detail::check_ratio(de, in.tau[pos]), detail::check_ratio(dw, in.tau[e + pos]));
+    inconsistent = !(worst <= 1);
+    if (fabs(worst) <= DBL_MAX) ratio_bits = static_cast<unsigned long long>(__double_as_longlong(worst));
+    if (fabs(de) <= DBL_MAX) difference_bits = static_cast<unsigned long long>(__double_as_longlong(fabs(de)));
   }
-  in.result.out[pos] = computed_e;  // for the host, should a check fail
-  in.result.out[e + pos] = computed_w;
-  // The carried checksums are the first two values of each check's sums.
-  const double de = double(computed_e) - double(in.sums[pos]);
-  const double dw = double(computed_w) - double(in.sums[e + pos]);
-  const double worst = detail::worst_ratio(detail::check_ratio(de, in.tau[pos]), detail::check_ratio(dw, in.tau[e + pos]));
-  if (!(worst <= 1)) atomicAdd(is_row ? &verdict->inconsistent_rows : &verdict->inconsistent_cols, 1ull);
-  if (fabs(worst) <= DBL_MAX) atomicMax(&verdict->max_ratio_bits, static_cast<unsigned long long>(__double_as_longlong(worst)));
-  if (fabs(de) <= DBL_MAX)
-    atomicMax(&verdict->max_difference_bits, static_cast<unsigned long long>(__double_as_longlong(fabs(de))));
+  const unsigned bad_rows = __popc(__ballot_sync(0xffffffffu, inconsistent && is_row));
+  const unsigned bad_cols = __popc(__ballot_sync(0xffffffffu, inconsistent && !is_row));
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    ratio_bits = max(ratio_bits, __shfl_xor_sync(0xffffffffu, ratio_bits, offset));
+    difference_bits = max(difference_bits, __shfl_xor_sync(0xffffffffu, difference_bits, offset));
+  }
+  if (threadIdx.x != 0) return;
+  if (bad_rows > 0) atomicAdd(&verdict->inconsistent_rows, static_cast<unsigned long long>(bad_rows));
+  if (bad_cols > 0) atomicAdd(&verdict->inconsistent_cols, static_cast<unsigned long long>(bad_cols));
+  if (ratio_bits > 0) atomicMax(&verdict->max_ratio_bits, ratio_bits);
+  if (difference_bits > 0) atomicMax(&verdict->max_difference_bits, difference_bits);
 }
 
 double from_bits(unsigned long long bits) {

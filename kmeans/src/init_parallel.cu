@@ -77,8 +77,10 @@ __global__ void merge_nearest_kernel(const std::int32_t* __restrict__ new_label,
 
 /// For every point, the nearest of the m centres c (m x d) and its squared distance. Float through
 /// gemm::nearest where it can run (x 16-byte aligned, d a multiple of 4, compute capability >= 8.0):
-/// the cross term on the tensor cores fused with the argmin. Otherwise, and for double, the cross terms
-/// through gemm::gemm in row chunks and the Lloyd loop's argmin (ties: the lowest index either way).
+/// the cross term on the tensor cores fused with the argmin, in one TF32 product (Math::fast, twice the
+/// speed of the exact mode): D^2 sampling needs the distances' sizes, not their last bits, and a point
+/// that nearly ties two candidates may weigh either. Otherwise, and for double, the cross terms through
+/// gemm::gemm in row chunks and the Lloyd loop's argmin (ties: the lowest index either way).
 template <class T>
 void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const T* xnorm, const T* c,
                      std::int64_t m, const T* cnorm, std::int32_t* labels, T* dist) {
@@ -94,6 +96,7 @@ void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, c
     a.c_sq_norms = cnorm;
     a.labels = labels;
     a.sq_distances = dist;
+    a.math = gemm::Math::fast;
     if (gemm::nearest_can_implement(ctx, a)) {
       gemm::nearest(ctx, a);
       return;
@@ -182,19 +185,16 @@ __device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double t
   return -1;
 }
 
-/// One warp per trial: a candidate drawn with probability w_j D2_j / sum (D2 = 1 before the first
-/// centre: by weight alone), through the per-range sums `part` and then within the range. When nothing
-/// is left to draw (every candidate with weight sits on a chosen centre), the first candidate not yet
-/// taken from a uniform start.
-__global__ void pick_kernel(const double* __restrict__ part, Ranges ranges, const double* __restrict__ d2,
-                            const int* __restrict__ w, std::int64_t m, Draws draws, int trials,
-                            const unsigned char* __restrict__ taken, std::int64_t* __restrict__ picks) {
-  const int l = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (l >= trials) return;  // whole warps
+/// The whole warp: a candidate drawn with probability w_j D2_j / sum for the uniform draw u (D2 = 1
+/// before the first centre: by weight alone), through the per-range sums `part` and then within the
+/// range. When nothing is left to draw (every candidate with weight sits on a chosen centre), the first
+/// candidate not yet taken from a uniform start.
+__device__ std::int64_t pick_candidate(const double* __restrict__ part, Ranges ranges, const double* __restrict__ d2,
+                                       const int* __restrict__ w, std::int64_t m, double u,
+                                       const unsigned char* __restrict__ taken, int lane) {
   double total = 0;
   for (std::int64_t b = lane; b < ranges.count; b += 32) total += part[b];
   for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(kFullMask, total, off);
-  const double u = draws.u[l];
   std::int64_t j = -1;
   if (total > 0) {
     double before = 0;
@@ -219,79 +219,134 @@ __global__ void pick_kernel(const double* __restrict__ part, Ranges ranges, cons
       if (free) j = (start + c0 + __ffs(free) - 1) % m;
     }
   }
-  if (lane == 0) picks[l] = j;
+  return j;
 }
 
-/// Block b, over its range: for every trial l, dtrial[l][j] = min(D2_j, ||c_j - c_pick_l||^2) (the
-/// distance alone on the first step) and pot_part[l][b] = sum of w_j dtrial[l][j] (a fixed tree).
+/// Dimensions of the candidates' rows a block stages in shared memory at a time (32 floats, 16 doubles).
+template <class T>
+constexpr int kTrialChunk = 128 / sizeof(T);
+
+/// Every block draws the step's trials itself (a warp per trial; the same draws in every block, block 0
+/// records them in `picks`), then over its range: for every trial l, dtrial[l][j] = min(D2_j,
+/// ||c_j - c_pick_l||^2) (the distance alone on the first step) and pot_part[l][b] = sum of w_j
+/// dtrial[l][j] (a fixed tree). The block's candidates and the trials' rows are staged a chunk of
+/// dimensions at a time, read with whole-row copies; each thread adds its candidate's squared
+/// differences in dimension order, in T (a greedy choice needs no more than the data's precision).
 template <class T>
 __global__ void __launch_bounds__(kThreads) trial_distances_kernel(
-    const T* __restrict__ cand, std::int64_t d, std::int64_t m, Ranges ranges, const std::int64_t* __restrict__ picks,
-    int trials, bool first, const double* __restrict__ d2, const int* __restrict__ w, double* __restrict__ dtrial,
+    const T* __restrict__ cand, std::int64_t d, std::int64_t m, Ranges ranges, const double* __restrict__ part,
+    Draws draws, int trials, const unsigned char* __restrict__ taken, bool first, const double* __restrict__ d2,
+    const int* __restrict__ w, std::int64_t* __restrict__ picks, double* __restrict__ dtrial,
     double* __restrict__ pot_part) {
+  constexpr int kChunk = kTrialChunk<T>;
   __shared__ double buf[kThreads];
+  __shared__ std::int64_t pick_at[kMaxTrials];
+  __shared__ T rows[kThreads][kChunk + 1];  // +1: a thread's row in its own bank
+  __shared__ T pick_rows[kMaxTrials][kChunk];
+  const int lane = threadIdx.x % 32;
+  for (int l = threadIdx.x / 32; l < trials; l += kThreads / 32) {
+    const std::int64_t j = pick_candidate(part, ranges, d2, w, m, draws.u[l], taken, lane);
+    if (lane == 0) {
+      pick_at[l] = j;
+      if (blockIdx.x == 0) picks[l] = j;
+    }
+  }
   double acc[kMaxTrials];
-  for (int l = 0; l < trials; ++l) acc[l] = 0;
+#pragma unroll
+  for (int l = 0; l < kMaxTrials; ++l) acc[l] = 0;
   const std::int64_t lo = static_cast<std::int64_t>(blockIdx.x) * ranges.len, hi = min(m, lo + ranges.len);
-  for (std::int64_t j = lo + threadIdx.x; j < hi; j += kThreads) {
-    const T* cj = cand + j * d;
-    const double wj = w[j], dj = d2[j];
-    for (int l = 0; l < trials; ++l) {
-      const T* cl = cand + picks[l] * d;
-      double s = 0;
-      for (std::int64_t p = 0; p < d; ++p) {
-        const double diff = double(cj[p]) - double(cl[p]);
-        s += diff * diff;
+  for (std::int64_t g0 = lo; g0 < hi; g0 += kThreads) {
+    T s[kMaxTrials];
+#pragma unroll
+    for (int l = 0; l < kMaxTrials; ++l) s[l] = T(0);
+    for (std::int64_t c0 = 0; c0 < d; c0 += kChunk) {
+      const int width = static_cast<int>(min(std::int64_t(kChunk), d - c0));
+      __syncthreads();  // the picks are drawn; the previous chunk has been read
+      for (int q = threadIdx.x; q < kThreads * kChunk; q += kThreads) {
+        const int r = q / kChunk, p = q % kChunk;
+        rows[r][p] = g0 + r < hi && p < width ? cand[(g0 + r) * d + c0 + p] : T(0);
       }
-      const double v = first || s < dj ? s : dj;
-      dtrial[l * m + j] = v;
-      acc[l] += wj * v;
+      for (int q = threadIdx.x; q < trials * kChunk; q += kThreads) {
+        const int l = q / kChunk, p = q % kChunk;
+        pick_rows[l][p] = p < width ? cand[pick_at[l] * d + c0 + p] : T(0);
+      }
+      __syncthreads();
+      for (int p = 0; p < width; ++p) {
+        const T x = rows[threadIdx.x][p];
+#pragma unroll
+        for (int l = 0; l < kMaxTrials; ++l) {
+          if (l < trials) {
+            const T diff = x - pick_rows[l][p];
+            s[l] += diff * diff;
+          }
+        }
+      }
+    }
+    const std::int64_t j = g0 + threadIdx.x;
+    if (j < hi) {
+      const double wj = w[j], dj = d2[j];
+#pragma unroll
+      for (int l = 0; l < kMaxTrials; ++l) {
+        if (l < trials) {
+          const double v = first || double(s[l]) < dj ? double(s[l]) : dj;
+          dtrial[l * m + j] = v;
+          acc[l] += wj * v;
+        }
+      }
     }
   }
-  for (int l = 0; l < trials; ++l) {
-    const double s = block_sum(acc[l], buf);
-    if (threadIdx.x == 0) pot_part[l * ranges.count + blockIdx.x] = s;
+#pragma unroll
+  for (int l = 0; l < kMaxTrials; ++l) {
+    if (l < trials) {
+      const double s = block_sum(acc[l], buf);
+      if (threadIdx.x == 0) pot_part[l * ranges.count + blockIdx.x] = s;
+    }
   }
 }
 
-/// One warp: each trial's potential (its range sums added in order), the lowest wins (ties: the lower
-/// trial; the first step has one trial); the winner is recorded as centre `step`.
-__global__ void select_kernel(const double* __restrict__ pot_part, Ranges ranges, int trials,
-                              const std::int64_t* __restrict__ picks, std::int64_t step, int* __restrict__ best_out,
-                              std::int64_t* __restrict__ chosen, unsigned char* __restrict__ taken) {
-  const int lane = threadIdx.x;
-  double pot = INFINITY;
-  int best = INT_MAX;
-  if (lane < trials) {
-    pot = 0;
-    for (std::int64_t b = 0; b < ranges.count; ++b) pot += pot_part[lane * ranges.count + b];
-    best = lane;
-  }
-  for (int off = 16; off > 0; off >>= 1) {
-    const double other = __shfl_xor_sync(kFullMask, pot, off);
-    const int other_l = __shfl_xor_sync(kFullMask, best, off);
-    if (other_l != INT_MAX && (best == INT_MAX || other < pot || (other == pot && other_l < best))) {
-      pot = other;
-      best = other_l;
-    }
-  }
-  if (lane == 0) {
-    *best_out = best;
-    chosen[step] = picks[best];
-    taken[picks[best]] = 1;
-  }
-}
-
-/// D2 = the winning trial's distances (when `best` is set), and part[b] = sum of w_j D2_j over block
-/// b's range (a fixed tree): the next step's draw.
+/// With the step's trials (dtrial set): the trial of lowest potential (its range sums added in order;
+/// ties: the lower trial), decided by every block alike and recorded as centre `step` by block 0, and D2
+/// = its distances. Then part[b] = sum of w_j D2_j over block b's range (a fixed tree): the next step's
+/// draw. Without trials, part alone (D2 as it is).
 __global__ void __launch_bounds__(kThreads) commit_kernel(double* __restrict__ d2, const double* __restrict__ dtrial,
-                                                          const int* __restrict__ best, std::int64_t m, Ranges ranges,
-                                                          const int* __restrict__ w, double* __restrict__ part) {
+                                                          const double* __restrict__ pot_part, int trials,
+                                                          const std::int64_t* __restrict__ picks, std::int64_t step,
+                                                          std::int64_t* __restrict__ chosen,
+                                                          unsigned char* __restrict__ taken, std::int64_t m,
+                                                          Ranges ranges, const int* __restrict__ w,
+                                                          double* __restrict__ part) {
   __shared__ double buf[kThreads];
+  __shared__ int winner;
+  if (dtrial != nullptr && threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    double pot = INFINITY;
+    int best = INT_MAX;
+    if (lane < trials) {
+      pot = 0;
+      for (std::int64_t b = 0; b < ranges.count; ++b) pot += pot_part[lane * ranges.count + b];
+      best = lane;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      const double other = __shfl_xor_sync(kFullMask, pot, off);
+      const int other_l = __shfl_xor_sync(kFullMask, best, off);
+      if (other_l != INT_MAX && (best == INT_MAX || other < pot || (other == pot && other_l < best))) {
+        pot = other;
+        best = other_l;
+      }
+    }
+    if (lane == 0) {
+      winner = best;
+      if (blockIdx.x == 0) {
+        chosen[step] = picks[best];
+        taken[picks[best]] = 1;
+      }
+    }
+  }
+  __syncthreads();
   const std::int64_t lo = static_cast<std::int64_t>(blockIdx.x) * ranges.len, hi = min(m, lo + ranges.len);
   double s = 0;
   for (std::int64_t j = lo + threadIdx.x; j < hi; j += kThreads) {
-    if (best) d2[j] = dtrial[*best * m + j];
+    if (dtrial != nullptr) d2[j] = dtrial[winner * m + j];
     s += double(w[j]) * d2[j];
   }
   s = block_sum(s, buf);
@@ -313,27 +368,25 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
   DeviceBuffer<double> part(static_cast<std::size_t>(ranges.count)),
       pot_part(static_cast<std::size_t>(trials * ranges.count));
   DeviceBuffer<std::int64_t> picks(static_cast<std::size_t>(trials));
-  DeviceBuffer<int> best(1);
   DeviceBuffer<unsigned char> taken(static_cast<std::size_t>(m));
   SKINNY_CUDA_TRY(cudaMemsetAsync(taken.data(), 0, taken.bytes(), stream));
   thrust::fill(thrust::cuda::par_nosync.on(stream), d2.data(), d2.data() + m, 1.0);
   const unsigned blocks = static_cast<unsigned>(ranges.count);
-  commit_kernel<<<blocks, kThreads, 0, stream>>>(d2.data(), nullptr, nullptr, m, ranges, w, part.data());
+  commit_kernel<<<blocks, kThreads, 0, stream>>>(d2.data(), nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, m,
+                                                 ranges, w, part.data());
   SKINNY_CHECK_LAUNCH();
   std::uint64_t draw = 0;
+  // Two launches a step: the trials drawn and their distances, then the winner committed.
   for (std::int64_t step = 0; step < k; ++step) {
     const int t = step == 0 ? 1 : trials;
     Draws draws{};
     for (int l = 0; l < t; ++l) draws.u[l] = uniform_at(key, draw++);
-    pick_kernel<<<1, 32 * t, 0, stream>>>(part.data(), ranges, d2.data(), w, m, draws, t, taken.data(), picks.data());
+    trial_distances_kernel<T><<<blocks, kThreads, 0, stream>>>(cand, d, m, ranges, part.data(), draws, t, taken.data(),
+                                                               step == 0, d2.data(), w, picks.data(), dtrial.data(),
+                                                               pot_part.data());
     SKINNY_CHECK_LAUNCH();
-    trial_distances_kernel<T><<<blocks, kThreads, 0, stream>>>(cand, d, m, ranges, picks.data(), t, step == 0,
-                                                               d2.data(), w, dtrial.data(), pot_part.data());
-    SKINNY_CHECK_LAUNCH();
-    select_kernel<<<1, 32, 0, stream>>>(pot_part.data(), ranges, t, picks.data(), step, best.data(), chosen,
-                                        taken.data());
-    SKINNY_CHECK_LAUNCH();
-    commit_kernel<<<blocks, kThreads, 0, stream>>>(d2.data(), dtrial.data(), best.data(), m, ranges, w, part.data());
+    commit_kernel<<<blocks, kThreads, 0, stream>>>(d2.data(), dtrial.data(), pot_part.data(), t, picks.data(), step,
+                                                   chosen, taken.data(), m, ranges, w, part.data());
     SKINNY_CHECK_LAUNCH();
     if (progress && ((step + 1) % kInitProgressEvery == 0 || step + 1 == k)) {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
