@@ -178,7 +178,8 @@ __device__ double sum_of_parts(const Parts<T>& ps, std::int64_t o, bool valid) {
 
 /// The second pass, both sides in one launch (rows' outputs first).
 template <class T>
-__global__ void __launch_bounds__(kOutputsPerBlock * kPartGroups) add_two_way_parts(const Parts<T> rows, const Parts<T> cols) {
+__global__ void __launch_bounds__(kOutputsPerBlock * kPartGroups)
+    add_two_way_parts(const Parts<T> rows, const Parts<T> cols) {
   wait_for_previous_grid();
   std::int64_t o = static_cast<std::int64_t>(blockIdx.x) * kOutputsPerBlock + threadIdx.x;
   const bool is_row = o < rows.outputs;
@@ -235,7 +236,8 @@ TwoWayParts<T> two_way_partial_sums(const T* x, std::int64_t rows, std::int64_t 
   two_way_sums_kernel<T, kMag, Rows, Cols>
       <<<grid, kSumThreads, 0, stream>>>(x, rows, cols, g.tiles_per_band, row_side, col_side, row_part, col_part);
   SKINNY_CHECK_LAUNCH();
-  return {{row_part, Rows::kTerms * rows, g.bands, row_side.out}, {col_part, Cols::kTerms * cols, g.row_tiles, col_side.out}};
+  return {{row_part, Rows::kTerms * rows, g.bands, row_side.out},
+          {col_part, Cols::kTerms * cols, g.row_tiles, col_side.out}};
 }
 
 /// Queues both passes on `stream`; `part` holds two_way_workspace() elements.
@@ -245,8 +247,8 @@ void two_way_sums(const T* x, std::int64_t rows, std::int64_t cols, const Rows& 
   TwoWayParts<T> p = two_way_partial_sums<T, kMag>(x, rows, cols, row_side, col_side, part, sm_count, stream);
   const std::int64_t outputs = p.rows.outputs + p.cols.outputs;
   void* args[] = {&p.rows, &p.cols};
-  launch_after_previous(reinterpret_cast<const void*>(&add_two_way_parts<T>), adding_grid(outputs), adding_block(), args,
-                        stream);
+  launch_after_previous(reinterpret_cast<const void*>(&add_two_way_parts<T>), adding_grid(outputs), adding_block(),
+                        args, stream);
 }
 
 }  // namespace skinny::abft::detail

@@ -254,7 +254,8 @@ def reference_encode(a: Any, *, density: int = 0) -> Checksums:
 class ProtectedGemm:
     """C = A B (A m x k, B k x n) through any GEMM backend, carrying the checksums of C
     (``abft::ProtectedGemm``): :meth:`multiply` computes C with column and row checksums predicted from the
-    operands, :meth:`verify_and_correct` recomputes them from C and compares.
+    operands, :meth:`verify_and_correct` recomputes them from C and compares; :meth:`multiply_and_verify`
+    does both in one call, reading C once (the cheaper when C is checked right away).
 
     A carried and a recomputed checksum differ on clean data by rounding alone; a difference above the
     checksum's threshold is an error. ``threshold_model`` says how the threshold follows the data:
@@ -312,6 +313,18 @@ class ProtectedGemm:
         self._multiplied = True
         return c
 
+    def multiply_and_verify(self, a: Any, b: Any, *, out: Optional[Any] = None) -> tuple[Any, Report]:
+        """``a @ b`` verified in the same call: (C, report), a single wrong element of C corrected. One pass
+        over C after the product gives its checksums and the thresholds at once, where :meth:`multiply` then
+        :meth:`verify_and_correct` read it twice (docs/abft-threshold.md says what that costs, and how a
+        fault's own size enters its thresholds). Arguments as for :meth:`multiply`; the thresholds are this
+        product's afterwards."""
+        where = "abft.ProtectedGemm.multiply_and_verify"
+        a, b, out = self._operands(a, b, out, where)
+        report = Report(**self._pg.multiply_and_verify(a, b, out))
+        self._multiplied = True
+        return out, report
+
     def multiply_unprotected(self, a: Any, b: Any, *, out: Optional[Any] = None) -> Any:
         """The product alone, on the same backend (to measure what the protection costs)."""
         return self._multiply(a, b, out, protect=False, where="abft.ProtectedGemm.multiply_unprotected")
@@ -351,7 +364,13 @@ class ProtectedGemm:
             raise RuntimeError(f"{where}: no thresholds yet; call multiply first")
         return float(getattr(self._pg, name)(index))
 
-    def _multiply(self, a: Any, b: Any, out: Optional[Any], protect: bool, where: str, checked: bool = False) -> Any:
+    def _multiply(self, a: Any, b: Any, out: Optional[Any], protect: bool, where: str) -> Any:
+        a, b, out = self._operands(a, b, out, where)
+        self._pg.multiply(a, b, out, protect)
+        return out
+
+    def _operands(self, a: Any, b: Any, out: Optional[Any], where: str, checked: bool = False) -> tuple:
+        """a and b checked against this object's shape, dtype and device, and the output (new when None)."""
         m, n, k = self.shape
         if not checked:  # protected_gemm has checked them (the finiteness check reads all of a and b)
             a = _operand(a, where, "a")
@@ -365,8 +384,7 @@ class ProtectedGemm:
         else:
             out = _target(out, where, "out", (m, n), self.dtype)
             _same_kind(where, a=a, out=out)
-        self._pg.multiply(a, b, out, protect)
-        return out
+        return a, b, out
 
     def __repr__(self) -> str:
         m, n, k = self.shape
@@ -391,7 +409,7 @@ def protected_gemm(a: Any, b: Any, *, backend: str = "auto", gamma: Optional[flo
     """``a @ b`` on the GPU, verified against its carried checksums: (C, report). A single wrong element of
     C (a fault during the product) is corrected before C is returned; report.finding says what happened.
     a (m x k) and b (k x n): one dtype (float32/float64), both NumPy or both CUDA arrays (C of that kind).
-    Parameters as for :class:`ProtectedGemm`."""
+    Parameters as for :class:`ProtectedGemm`; runs :meth:`ProtectedGemm.multiply_and_verify`."""
     where = "abft.protected_gemm"
     backend = _choice(backend, _skinny.algo_names(), "backend", where)
     if gamma is not None:
@@ -410,9 +428,10 @@ def protected_gemm(a: Any, b: Any, *, backend: str = "auto", gamma: Optional[flo
     require_cuda(f"skinny.{where}")
     pg = ProtectedGemm(m, n, k, dtype=_dtype_of(a), backend=backend, gamma=gamma, threshold=threshold,
                        threshold_model=threshold_model, device=_device_of(a))
-    c = pg._multiply(a, b, out, protect=True, where=where, checked=True)
+    a, b, out = pg._operands(a, b, out, where, checked=True)
+    report = Report(**pg._pg.multiply_and_verify(a, b, out))
     pg._multiplied = True
-    return c, pg.verify_and_correct(c)
+    return out, report
 
 
 # ------------------------------------------------------------------------------------------ fault injection

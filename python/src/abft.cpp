@@ -222,12 +222,7 @@ class PyProtectedGemm {
   }
 
   void multiply(const ConstMatrix& a, const ConstMatrix& b, Matrix c, bool protect) {
-    expect_shape("ProtectedGemm.multiply: a", a, m_, k_);
-    expect_shape("ProtectedGemm.multiply: b", b, k_, n_);
-    expect_shape("ProtectedGemm.multiply: out", c, m_, n_);
-    expect_device("ProtectedGemm.multiply: a", a, device_);
-    expect_device("ProtectedGemm.multiply: b", b, device_);
-    expect_device("ProtectedGemm.multiply: out", c, device_);
+    expect_operands("ProtectedGemm.multiply", a, b, c);
     if (double_)
       multiply_typed<double>(*f64_, a, b, c, protect);
     else
@@ -239,16 +234,15 @@ class PyProtectedGemm {
     if (!multiplied_) throw std::runtime_error("ProtectedGemm.verify_and_correct: call multiply first");
     expect_shape("ProtectedGemm.verify_and_correct: c", c, m_, n_);
     expect_device("ProtectedGemm.verify_and_correct: c", c, device_);
-    const abft::Report r = double_ ? verify_typed<double>(*f64_, c) : verify_typed<float>(*f32_, c);
-    nb::dict out;
-    out["finding"] = finding_name(r.finding);
-    out["row"] = r.col;  // C^T's column is C's row
-    out["col"] = r.row;
-    out["error"] = r.error;
-    out["inconsistent_rows"] = r.inconsistent_cols;
-    out["inconsistent_cols"] = r.inconsistent_rows;
-    out["max_ratio"] = r.max_ratio;
-    return out;
+    return report_dict(double_ ? verify_typed<double>(*f64_, c) : verify_typed<float>(*f32_, c));
+  }
+
+  nb::dict multiply_and_verify(const ConstMatrix& a, const ConstMatrix& b, Matrix c) {
+    expect_operands("ProtectedGemm.multiply_and_verify", a, b, c);
+    const abft::Report r = double_ ? multiply_and_verify_typed<double>(*f64_, a, b, c)
+                                   : multiply_and_verify_typed<float>(*f32_, a, b, c);
+    multiplied_ = true;
+    return report_dict(r);
   }
 
   double min_threshold() const { return double_ ? f64_->min_threshold() : f32_->min_threshold(); }
@@ -270,6 +264,29 @@ class PyProtectedGemm {
       throw nb::index_error(("ProtectedGemm." + std::string(what) + ": index " + std::to_string(i) +
                              " out of range [0, " + std::to_string(extent) + ")")
                                 .c_str());
+  }
+
+  void expect_operands(const std::string& where, const ConstMatrix& a, const ConstMatrix& b, const Matrix& c) const {
+    const auto what = [&](const char* name) { return where + ": " + name; };
+    expect_shape(what("a").c_str(), a, m_, k_);
+    expect_shape(what("b").c_str(), b, k_, n_);
+    expect_shape(what("out").c_str(), c, m_, n_);
+    expect_device(what("a").c_str(), a, device_);
+    expect_device(what("b").c_str(), b, device_);
+    expect_device(what("out").c_str(), c, device_);
+  }
+
+  /// A Report of C^T as Python's Report of C: rows and columns swap.
+  static nb::dict report_dict(const abft::Report& r) {
+    nb::dict out;
+    out["finding"] = finding_name(r.finding);
+    out["row"] = r.col;  // C^T's column is C's row
+    out["col"] = r.row;
+    out["error"] = r.error;
+    out["inconsistent_rows"] = r.inconsistent_cols;
+    out["inconsistent_cols"] = r.inconsistent_rows;
+    out["max_ratio"] = r.max_ratio;
+    return out;
   }
 
   template <class T>
@@ -298,6 +315,21 @@ class PyProtectedGemm {
     const abft::Report r = pg.verify_and_correct(dc.data());
     // Element (r.row, r.col) of C^T (n x m, column-major) is at r.col * n + r.row: C[r.col, r.row].
     if (r.finding == abft::Finding::corrected) dc.copy_back_element(r.col * n_ + r.row);
+    return r;
+  }
+
+  template <class T>
+  abft::Report multiply_and_verify_typed(abft::ProtectedGemm<T>& pg, const ConstMatrix& a, const ConstMatrix& b,
+                                         Matrix& c) {
+    expect_dtype<T>("ProtectedGemm.multiply_and_verify: a", a);
+    expect_dtype<T>("ProtectedGemm.multiply_and_verify: b", b);
+    expect_dtype<T>("ProtectedGemm.multiply_and_verify: out", c);
+    DeviceScope scope(device_);
+    nb::gil_scoped_release no_gil;
+    const DeviceMatrix<T> da(a), db(b);
+    DeviceTarget<T> dc(c, false);
+    const abft::Report r = pg.multiply_and_verify(db.data(), da.data(), dc.data());  // C^T = B^T A^T
+    dc.copy_back();  // the product, corrected
     return r;
   }
 
@@ -423,6 +455,10 @@ void bind_abft(nb::module_& m) {
            nb::arg("threshold"), nb::arg("threshold_model"), nb::arg("device"))
       .def("multiply", &PyProtectedGemm::multiply, nb::arg("a").noconvert(), nb::arg("b").noconvert(),
            nb::arg("out").noconvert(), nb::arg("protect"), "out = a @ b (with its carried checksums when protect).")
+      .def("multiply_and_verify", &PyProtectedGemm::multiply_and_verify, nb::arg("a").noconvert(),
+           nb::arg("b").noconvert(), nb::arg("out").noconvert(),
+           "C = A B and its verification in one call (one pass over C): a single wrong element corrected; "
+           "returns the report")
       .def("verify_and_correct", &PyProtectedGemm::verify_and_correct, nb::arg("c").noconvert(),
            "Checks c against the carried checksums; corrects one error in place. Returns a dict of the report.")
       .def_prop_ro("min_threshold", &PyProtectedGemm::min_threshold)

@@ -196,6 +196,8 @@ def entry_points_reading(x):
         "protected_gemm b": lambda: abft.protected_gemm(A, x),
         "multiply a": lambda: offline_gemm().multiply(x, B),
         "multiply b": lambda: offline_gemm().multiply(A, x),
+        "multiply_and_verify a": lambda: offline_gemm().multiply_and_verify(x, B),
+        "multiply_and_verify b": lambda: offline_gemm().multiply_and_verify(A, x),
     }
 
 
@@ -204,6 +206,7 @@ def entry_points_writing(x):
     return {
         "verify_and_correct": lambda: offline_gemm(m=4, n=3).verify_and_correct(x),
         "multiply out": lambda: offline_gemm().multiply(A, B, out=x),
+        "multiply_and_verify out": lambda: offline_gemm().multiply_and_verify(A, B, out=x),
         "inject_add": lambda: abft.inject_add(x, 0, 0, 1.0),
         "inject_bit_flip": lambda: abft.inject_bit_flip(x, seed=1),
         "Encoder rows_out": lambda: offline_encoder(4, 5)(A, rows_out=x),
@@ -289,6 +292,10 @@ def test_shapes_that_do_not_match():
         pg.multiply(A, np.ones((5, 4)))
     with pytest.raises(ValueError, match=r"multiply: out has shape \(3, 4\), need \(4, 3\)"):
         pg.multiply(A, B, out=np.empty((3, 4)))
+    with pytest.raises(ValueError, match=r"multiply_and_verify: a has shape \(5, 4\), this object works on \(4, 5\)"):
+        pg.multiply_and_verify(A.T, B)
+    with pytest.raises(ValueError, match=r"multiply_and_verify: out has shape \(3, 4\), need \(4, 3\)"):
+        pg.multiply_and_verify(A, B, out=np.empty((3, 4)))
     with pytest.raises(ValueError, match=r"verify_and_correct: c has shape \(4, 4\), need \(4, 3\)"):
         pg.verify_and_correct(np.empty((4, 4)))
     with pytest.raises(ValueError, match=r"Encoder: a has shape \(5, 4\), this object works on \(4, 5\)"):
@@ -720,6 +727,30 @@ def _device_round_trip(xp_asarray, is_kind, dtype):
         pg.multiply(a, b_h)
     with pytest.raises(TypeError, match="must all be NumPy arrays or all CUDA arrays"):
         pg.multiply(a_h, b_h, out=c)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("threshold_model", ["rounding", "l1"])
+@pytest.mark.parametrize("shape", PRODUCTS)
+def test_multiply_and_verify_equals_multiply_then_verify(shape, threshold_model, dtype):
+    m, n, k = shape
+    a, b = random_nonzero((m, k), dtype, seed=21), random_nonzero((k, n), dtype, seed=22)
+    two = abft.ProtectedGemm(m, n, k, dtype=dtype, backend="cublas", threshold_model=threshold_model)
+    one = abft.ProtectedGemm(m, n, k, dtype=dtype, backend="cublas", threshold_model=threshold_model)
+    c_two = two.multiply(a, b)
+    assert two.verify_and_correct(c_two).clean
+    out = np.full((m, n), np.nan, dtype=dtype)
+    c_one, report = one.multiply_and_verify(a, b, out=out)
+    assert c_one is out and report.clean and report.max_ratio < 1, report
+    np.testing.assert_array_equal(c_one, c_two)  # the same cuBLAS product
+    for i in {0, m // 2, m - 1}:
+        assert one.threshold_row(i) == pytest.approx(two.threshold_row(i), rel=1e-12)
+    for j in {0, n - 1}:
+        assert one.threshold_col(j) == pytest.approx(two.threshold_col(j), rel=1e-12)
+    c_fn, report_fn = abft.protected_gemm(a, b, backend="cublas", threshold_model=threshold_model)
+    assert report_fn.clean
+    np.testing.assert_array_equal(c_fn, c_two)
 
 
 @pytest.mark.gpu
