@@ -289,21 +289,33 @@ class PyProtectedGemm {
     return out;
   }
 
-  template <class T>
-  void multiply_typed(abft::ProtectedGemm<T>& pg, const ConstMatrix& a, const ConstMatrix& b, Matrix& c, bool protect) {
-    expect_dtype<T>("ProtectedGemm.multiply: a", a);
-    expect_dtype<T>("ProtectedGemm.multiply: b", b);
-    expect_dtype<T>("ProtectedGemm.multiply: out", c);
+  /// The operands on the device, run(B^T, A^T, C^T) on them (C^T = B^T A^T: b's memory is B^T, a's is
+  /// A^T), C back to `c`; what run returned.
+  template <class T, class Run>
+  abft::Report on_device_operands(const std::string& where, const ConstMatrix& a, const ConstMatrix& b, Matrix& c,
+                                  Run run) {
+    expect_dtype<T>((where + ": a").c_str(), a);
+    expect_dtype<T>((where + ": b").c_str(), b);
+    expect_dtype<T>((where + ": out").c_str(), c);
     DeviceScope scope(device_);
     nb::gil_scoped_release no_gil;
     const DeviceMatrix<T> da(a), db(b);
     DeviceTarget<T> dc(c, false);
-    if (protect)
-      pg.multiply(db.data(), da.data(), dc.data());  // C^T = B^T A^T: b's memory is B^T, a's is A^T
-    else
-      pg.multiply_unprotected(db.data(), da.data(), dc.data());
+    const abft::Report r = run(db.data(), da.data(), dc.data());
     ctx_->synchronize();
     dc.copy_back();
+    return r;
+  }
+
+  template <class T>
+  void multiply_typed(abft::ProtectedGemm<T>& pg, const ConstMatrix& a, const ConstMatrix& b, Matrix& c, bool protect) {
+    on_device_operands<T>("ProtectedGemm.multiply", a, b, c, [&](const T* bt, const T* at, T* ct) {
+      if (protect)
+        pg.multiply(bt, at, ct);
+      else
+        pg.multiply_unprotected(bt, at, ct);
+      return abft::Report{};
+    });
   }
 
   template <class T>
@@ -321,16 +333,9 @@ class PyProtectedGemm {
   template <class T>
   abft::Report multiply_and_verify_typed(abft::ProtectedGemm<T>& pg, const ConstMatrix& a, const ConstMatrix& b,
                                          Matrix& c) {
-    expect_dtype<T>("ProtectedGemm.multiply_and_verify: a", a);
-    expect_dtype<T>("ProtectedGemm.multiply_and_verify: b", b);
-    expect_dtype<T>("ProtectedGemm.multiply_and_verify: out", c);
-    DeviceScope scope(device_);
-    nb::gil_scoped_release no_gil;
-    const DeviceMatrix<T> da(a), db(b);
-    DeviceTarget<T> dc(c, false);
-    const abft::Report r = pg.multiply_and_verify(db.data(), da.data(), dc.data());  // C^T = B^T A^T
-    dc.copy_back();  // the product, corrected
-    return r;
+    return on_device_operands<T>("ProtectedGemm.multiply_and_verify", a, b, c, [&](const T* bt, const T* at, T* ct) {
+      return pg.multiply_and_verify(bt, at, ct);  // C corrected on the device before it is copied back
+    });
   }
 
   std::int64_t m_, n_, k_;
