@@ -105,7 +105,7 @@ int run_typed(const CampaignOptions& o) {
   // Clean trials first: they count false alarms and measure the rounding, which the faulty trials allow
   // for: a flip is "above the threshold" when it exceeds its row's and column's thresholds plus the
   // largest clean difference (a flip within the rounding of a threshold may or may not cross it).
-  // multiply_and_verify's thresholds see the flips too (by 1e-4 of the error; Inf or NaN for such a
+  // multiply_and_verify's thresholds see the flips too (by ~2e-5 of the error; Inf or NaN for such a
   // value): the run's smallest and largest come from its clean trials.
   const int clean_trials = o.clean_trials >= 0 ? o.clean_trials : o.trials;
   for (int t = 0; t < clean_trials; ++t) {

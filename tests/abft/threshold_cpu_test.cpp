@@ -125,6 +125,45 @@ void clean_differences_stay_in_the_band() {
               quantile(0.99), quantile(0.999), quantile(0.9999), pooled.back());
 }
 
+/// multiply_and_verify takes P from the C it verifies: an error E at an element c of C moves P by
+/// 2 c E + E^2 (times h w_j in a weighted check), and the threshold by at most
+/// gamma u sqrt(k + h) sqrt(h w_j) (|E| + sqrt(2 |c| |E|)) (docs/abft-threshold.md; w = 1 and no h for a
+/// plain check), so an error 1 % above a plain check's clean threshold stays above its moved one.
+template <class T>
+void a_fault_moves_its_own_threshold_by_little() {
+  const std::int64_t k = 2048, h = 2048;
+  const double u = (sizeof(T) == 8 ? 0x1p-53 : 0x1p-24), gamma = default_gamma<T>(ThresholdModel::rounding);
+  std::uint64_t state = 99;
+  const auto uniform = [&] { return double(splitmix64(state++) >> 11) * 0x1p-53; };
+  int above = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const double c = 40 * (uniform() - 0.5), error = std::ldexp(uniform() - 0.5, int(60 * uniform()) - 30);
+    const double weight = trial % 2 == 0 ? 1.0 : std::floor(1 + h * uniform());  // plain, then weighted checks
+    const double factor = trial % 2 == 0 ? 1.0 : double(h) * weight;  // what multiplies c^2 in P
+    detail::CheckMagnitudes clean;
+    clean.squares = 1e3 * uniform();
+    clean.carried_squares = 1e3 * uniform();
+    const double others = 1e4 * uniform();  // P's terms of the row's other elements
+    clean.result_squares = others + factor * c * c;
+    clean.checksum = 100 * (uniform() - 0.5);
+    detail::CheckMagnitudes faulty = clean;
+    faulty.result_squares = others + factor * (c + error) * (c + error);
+    const double before = detail::check_threshold<T>(kRounding, k, h, clean);
+    const double after = detail::check_threshold<T>(kRounding, k, h, faulty);
+    const double bound = gamma * u * std::sqrt(double(k + h)) * std::sqrt(factor) *
+                         (std::abs(error) + std::sqrt(2 * std::abs(c) * std::abs(error)));
+    EXPECT_LE(std::abs(after - before), bound * (1 + 1e-12) + 1e-300) << "trial " << trial;
+    if (trial % 2 == 0 && std::abs(error) >= 1.01 * before) {  // a plain check: what detection reads
+      ++above;
+      EXPECT_GT(std::abs(error), after) << "trial " << trial << ": an error 1 % above the clean threshold is seen";
+    }
+  }
+  EXPECT_GT(above, 200) << "the trials must test errors above the threshold";
+}
+
+TEST(AbftThreshold, AFaultMovesItsOwnThresholdByLittleFloat) { a_fault_moves_its_own_threshold_by_little<float>(); }
+TEST(AbftThreshold, AFaultMovesItsOwnThresholdByLittleDouble) { a_fault_moves_its_own_threshold_by_little<double>(); }
+
 TEST(AbftThreshold, CleanDifferencesStayInTheCalibratedBandFloat) { clean_differences_stay_in_the_band<float>(); }
 TEST(AbftThreshold, CleanDifferencesStayInTheCalibratedBandDouble) { clean_differences_stay_in_the_band<double>(); }
 

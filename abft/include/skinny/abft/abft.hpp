@@ -138,9 +138,9 @@ class ProtectedGemm {
   /// Recomputes C's checksums, compares, and corrects a single error in place; waits for the GPU.
   Report verify_and_correct(T* c);
   /// multiply() and verify_and_correct() with one pass over C after the product, which gives the
-  /// thresholds' P and C's checksums at once. An error E in C then enters its own row's and column's
-  /// thresholds too, by at most gamma u sqrt(k + h) (|E| + sqrt(2 |c| |E|)): a relative 1e-4 in float
-  /// at k + h = 4096 (docs/abft-threshold.md). Waits for the GPU.
+  /// thresholds' P and C's checksums at once. An error E at an element c of C then enters its own row's
+  /// and column's plain thresholds too, by at most gamma u sqrt(k + h) (|E| + sqrt(2 |c| |E|)) (about
+  /// 2e-5 |E| in float at k + h = 4096, plus the cross term; docs/abft-threshold.md). Waits for the GPU.
   Report multiply_and_verify(const T* a, const T* b, T* c);
   /// For fault-injection campaigns: work that the next multiply_and_verify() queues on C between the
   /// product and its pass, as a fault in the product's computation would strike (used once).
