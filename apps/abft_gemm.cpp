@@ -83,7 +83,8 @@ int run_typed(const CampaignOptions& o) {
   Context ctx(stream);
   apply_environment_tuning(ctx);
   const std::size_t count = static_cast<std::size_t>(n * n);
-  DeviceBuffer<T> a(count), b(count), c(count), clean(count);
+  DeviceBuffer<T> a(count), b(count), c(count);
+  DeviceBuffer<T> clean(o.fused ? 0 : count);  // the product restored between flips (one product a trial when fused)
   const abft::ThresholdModel model = abft::threshold_model_from_name(o.threshold_model);
   abft::ProtectedGemm<T> pg(ctx, n, n, n, gemm::algo_from_name(o.backend), abft::Threshold{o.gamma, o.threshold, model});
   const abft::BitRange range = abft::bit_range_from_name(o.bits);

@@ -163,6 +163,12 @@ struct ProtectedGemm<T>::Buffers {
   PinnedBuffer<Verdict> verdict_host;
   std::uint64_t verifications = 0;
   Verdict* verdict = nullptr;  ///< the one the last verification queued
+  /// The next verification's verdict (set in `verdict`), and the other one, which its kernel clears.
+  Verdict* take_verdict() {
+    const std::uint64_t turn = verifications++ % 2;
+    verdict = verdicts.data() + turn;
+    return verdicts.data() + (1 - turn);
+  }
   // The operand passes run on their own stream, from the multiply's start to the thresholds.
   CudaStream operand_stream{cudaStreamNonBlocking};
   CudaEvent operands_ready{cudaEventDisableTiming}, checksums_carried{cudaEventDisableTiming};
@@ -310,13 +316,12 @@ Report ProtectedGemm<T>::multiply_and_verify(const T* a, const T* b, T* c) {
   const detail::TwoWayParts<T> p =
       threshold_.model == ThresholdModel::rounding ? pass(SideSums<T, 2, 2>{}) : pass(SideSums<T, 2, 0>{});
   SKINNY_CUDA_TRY(cudaStreamWaitEvent(stream, bf.checksums_carried.get()));
-  const std::uint64_t turn = bf.verifications++ % 2;
-  bf.verdict = bf.verdicts.data() + turn;
+  Verdict* const next_verdict = bf.take_verdict();
   // An ordinary launch, as for the thresholds.
   compare_kernel<T><<<detail::adding_grid(m_ + n_), detail::adding_block(), 0, stream>>>(
       SideChecks<T>{bf.check_rows.data(), p.rows, bf.tau_rows.data(), m_, n_},
       SideChecks<T>{bf.check_cols.data(), p.cols, bf.tau_cols.data(), n_, m_}, threshold_, k_, true, bf.verdict,
-      bf.verdicts.data() + (1 - turn));
+      next_verdict);
   SKINNY_CHECK_LAUNCH();
   return conclude(c);
 }
@@ -370,9 +375,7 @@ Report ProtectedGemm<T>::verify_and_correct(T* c) {
   Threshold threshold = threshold_;
   std::int64_t k = k_;
   bool thresholds_here = false;
-  const std::uint64_t turn = bf.verifications++ % 2;
-  bf.verdict = bf.verdicts.data() + turn;
-  Verdict* next_verdict = bf.verdicts.data() + (1 - turn);
+  Verdict* next_verdict = bf.take_verdict();
   void* args[] = {&rows, &cols, &threshold, &k, &thresholds_here, &bf.verdict, &next_verdict};
   launch_after_previous(reinterpret_cast<const void*>(&compare_kernel<T>), detail::adding_grid(m_ + n_),
                         detail::adding_block(), args, stream);

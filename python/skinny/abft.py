@@ -319,11 +319,7 @@ class ProtectedGemm:
         :meth:`verify_and_correct` read it twice (docs/abft-threshold.md says what that costs, and how a
         fault's own size enters its thresholds). Arguments as for :meth:`multiply`; the thresholds are this
         product's afterwards."""
-        where = "abft.ProtectedGemm.multiply_and_verify"
-        a, b, out = self._operands(a, b, out, where)
-        report = Report(**self._pg.multiply_and_verify(a, b, out))
-        self._multiplied = True
-        return out, report
+        return self._multiply_and_verify(a, b, out, "abft.ProtectedGemm.multiply_and_verify")
 
     def multiply_unprotected(self, a: Any, b: Any, *, out: Optional[Any] = None) -> Any:
         """The product alone, on the same backend (to measure what the protection costs)."""
@@ -368,6 +364,13 @@ class ProtectedGemm:
         a, b, out = self._operands(a, b, out, where)
         self._pg.multiply(a, b, out, protect)
         return out
+
+    def _multiply_and_verify(self, a: Any, b: Any, out: Optional[Any], where: str,
+                             checked: bool = False) -> tuple[Any, Report]:
+        a, b, out = self._operands(a, b, out, where, checked)
+        report = Report(**self._pg.multiply_and_verify(a, b, out))
+        self._multiplied = True
+        return out, report
 
     def _operands(self, a: Any, b: Any, out: Optional[Any], where: str, checked: bool = False) -> tuple:
         """a and b checked against this object's shape, dtype and device, and the output (new when None)."""
@@ -428,10 +431,7 @@ def protected_gemm(a: Any, b: Any, *, backend: str = "auto", gamma: Optional[flo
     require_cuda(f"skinny.{where}")
     pg = ProtectedGemm(m, n, k, dtype=_dtype_of(a), backend=backend, gamma=gamma, threshold=threshold,
                        threshold_model=threshold_model, device=_device_of(a))
-    a, b, out = pg._operands(a, b, out, where, checked=True)
-    report = Report(**pg._pg.multiply_and_verify(a, b, out))
-    pg._multiplied = True
-    return out, report
+    return pg._multiply_and_verify(a, b, out, where, checked=True)
 
 
 # ------------------------------------------------------------------------------------------ fault injection
