@@ -4,19 +4,27 @@
 //
 //  * A block owns 128 points and walks over tiles of 128 centres (all of them, or a share when the
 //    points alone cannot fill the GPU: grid y). Per tile, 8 warps (4 along points x 2 along centres)
-//    each compute a 32 x 64 product with mma.m16n8k8 in 3xTF32 (tensor_core.cuh): float accuracy
-//    (Math::exact), or in one TF32 product (Math::fast: a third of the tensor-core work, products
-//    rounded to TF32's 11 bits, as TF32 GEMMs and flash-kmeans compute them).
-//  * Both operands stream through a two-stage cp.async ring of 32-float slices of the inner
-//    dimension, one barrier per stage; the pipeline runs across tile boundaries. The centres' TF32
-//    halves are split once per call (centre_halves_kernel), so the ring holds them ready; the points
-//    are split as fragments are read.
-//  * Lane (g, t) reads the 16 bytes at 4t.. of each 16-float k-group of its rows: element e is the
-//    mma's inner index t (e even) or t + 4 (e odd) of k8 step e / 2. Any order of the inner
-//    dimension gives the same dot product as long as both operands use it. Slots are swizzled by
-//    row parity so a quarter warp (rows g, g + 1) hits 32 distinct banks.
-//  * Each k-group's products go into a fresh accumulator (the tensor cores add by truncation), added
-//    to the running sum by round-to-nearest float adds.
+//    each compute a 32 x 64 product:
+//      - float points: mma.m16n8k8 in 3xTF32 (tensor_core.cuh), float accuracy (Math::exact), or in one
+//        TF32 product (Math::fast: a third of the tensor-core work, products rounded to TF32's 11 bits,
+//        as TF32 GEMMs and flash-kmeans compute them);
+//      - half or bfloat16 points: mma.m16n8k16 in their own type, at twice TF32's rate and with half the
+//        bytes to read. Math::fast rounds the centres to that type (as 16-bit GEMMs take them);
+//        Math::exact writes each centre, scaled by a power of two, as the sum of three 16-bit parts (24
+//        significant bits and more), so every product is exact in float: float accuracy, three products.
+//  * Both operands stream through a cp.async ring of 16-byte slots (8 per row and stage: 32 floats or
+//    64 16-bit elements; 4 for 16-bit exact products, whose centres take three slots each), one barrier
+//    per stage; three stages where a stage is at most 32 KB (two blocks per SM still fit), otherwise two.
+//    The pipeline runs across tile boundaries. The centres' parts are prepared once per call
+//    (centre_parts_kernel), so the ring holds them ready; float points are split as fragments are read.
+//  * Lane (g, t) reads the 16 bytes at slot t of each 4-slot k-group of its rows: for float, element e is
+//    the mma's inner index t (e even) or t + 4 (e odd) of k8 step e / 2; for 16-bit, registers 0, 1 are
+//    the first k16 step's inner 2t.. and 2t + 8.., registers 2, 3 the second's. Any order of the inner
+//    dimension gives the same dot product as long as both operands use it. With 8 slots a row, slots are
+//    swizzled by row parity so a quarter warp (rows g, g + 1) hits 32 distinct banks; with 4 the two rows
+//    are already 128 consecutive bytes.
+//  * Exact products of each k-group go into a fresh accumulator (the tensor cores add by truncation),
+//    added to the running sum by round-to-nearest float adds.
 //  * After a tile, each thread turns its 4 rows x 16 columns into distances; the minimum per row
 //    (ties: the lowest column) is combined over the lane quad by shuffles and kept per warp column
 //    in shared memory. At the end one 64-bit atomicMin per row and block on (ordered distance,
@@ -34,34 +42,43 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace skinny::gemm {
 namespace detail {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int BM = 128;              ///< points per block
-constexpr int BN = 128;              ///< centres per tile
-constexpr int BK = 32;               ///< inner elements per stage
-constexpr int CH = BK / 4;           ///< 16-byte slots per row and stage
+constexpr int BM = 128;  ///< points per block
+constexpr int BN = 128;  ///< centres per tile
 constexpr int WARPS_M = 4, WARPS_N = 2;
 constexpr int MT = BM / WARPS_M / 16;  ///< m16 tiles per warp (2)
 constexpr int NT = BN / WARPS_N / 8;   ///< n8 tiles per warp (8)
-/// 16-byte slots of a stage: the points, the centres' TF32 high halves and, for exact products, their low
-/// halves.
-constexpr int stage_slots(bool exact) { return (BM + (exact ? 2 : 1) * BN) * CH; }
-constexpr std::size_t smem_bytes(bool exact) {
-  return 2 * stage_slots(exact) * sizeof(float4) + BM * WARPS_N * (sizeof(float) + sizeof(int) + sizeof(double));
-}
 static_assert(WARPS_M * WARPS_N * 32 == kThreads, "8 warps");
-static_assert(BM * CH % kThreads == 0 && BN * CH % kThreads == 0, "whole copies per thread");
-static_assert(BK % 16 == 0, "stages hold whole k-groups of 16");
+
+/// The ring's shape for points of type T and the products `exact` asks for.
+template <class T, bool kExact>
+struct Ring {
+  static constexpr bool is_float = std::is_same_v<T, float>;
+  static constexpr int elems = 16 / int(sizeof(T));  ///< elements per 16-byte slot
+  /// Centre parts: TF32 high (and low) halves for float; the rounded centre, or three parts, for 16-bit.
+  static constexpr int parts = is_float ? (kExact ? 2 : 1) : (kExact ? 3 : 1);
+  static constexpr int ch = !is_float && kExact ? 4 : 8;  ///< slots per row and stage
+  static constexpr int bk = ch * elems;                  ///< inner elements per stage
+  static constexpr int slots = (BM + parts * BN) * ch;   ///< per stage
+  static constexpr int stages = slots * 16 <= 32 * 1024 ? 3 : 2;
+  static constexpr std::size_t smem =
+      std::size_t(stages) * slots * 16 + BM * WARPS_N * (sizeof(float) + sizeof(int) + sizeof(double));
+  static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
+  static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
+};
 
 struct Params {
-  const float* x;
+  const void* x;
   std::int64_t ldx, n, d;
-  const float* c_hi;  ///< k x ldi, TF32 high halves, zero past d
-  const float* c_lo;  ///< low halves
+  const void* c_parts;  ///< parts x k x ldi centre parts (Ring), zero past d
+  std::int64_t part_stride;  ///< elements between parts
+  const float* c_unscale;    ///< 16-bit exact: per centre, the inverse of the power of two its parts carry
   std::int64_t ldi, k;
   const float* xn;
   const float* cn;
@@ -85,28 +102,73 @@ __device__ __forceinline__ float from_ordered_bits(std::uint32_t o) {
 /// (v, j) < (bv, bj) lexicographically: the smaller distance, then the lower index.
 __device__ __forceinline__ bool better(float v, int j, float bv, int bj) { return v < bv || (v == bv && j < bj); }
 
-__global__ void __launch_bounds__(256) centre_halves_kernel(const float* __restrict__ c, std::int64_t ldc,
-                                                            std::int64_t k, std::int64_t d, std::int64_t ldi,
-                                                            float* __restrict__ hi, float* __restrict__ lo) {
-  const std::int64_t total = k * ldi;
-  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t j = idx / ldi, p = idx - j * ldi;
-    const Tf32Pair s = split_tf32(p < d ? c[j * ldc + p] : 0.0f);
-    hi[idx] = __uint_as_float(s.hi);
-    if (lo) lo[idx] = __uint_as_float(s.lo);  // null for one-product (fast) runs
+template <class T>
+__device__ __forceinline__ T to_16bit(float v) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
+  else return __float2bfloat16_rn(v);
+}
+template <class T>
+__device__ __forceinline__ float from_16bit(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return __bfloat162float(v);
+}
+
+/// The centres' parts, one warp per centre, into out[part * part_stride + j * ldi + p], zero past d.
+/// Float points: TF32 high and (exact) low halves. 16-bit points, fast: the centre rounded to T. 16-bit
+/// points, exact: the centre times 2^e, e chosen per centre so its largest element lies in [2^14, 2^15)
+/// (half's low parts then stay clear of its subnormals), as hi + mid + lo, each the rounding to T of
+/// what the parts before leave; unscale[j] = 2^-e.
+template <class T, bool kExact>
+__global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restrict__ c, std::int64_t ldc, std::int64_t k,
+                                                          std::int64_t d, std::int64_t ldi, T* __restrict__ out,
+                                                          std::int64_t part_stride, float* __restrict__ unscale) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; j < k; j += warps) {
+    const float* row = c + j * ldc;
+    float scale = 1.f;
+    if constexpr (!std::is_same_v<T, float> && kExact) {
+      float largest = 0.f;
+      for (std::int64_t p = lane; p < d; p += 32) largest = fmaxf(largest, fabsf(row[p]));
+      for (int off = 16; off > 0; off >>= 1) largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, off));
+      int exponent = 0;
+      frexpf(largest, &exponent);  // largest = m 2^exponent, m in [0.5, 1)
+      const int e = largest > 0.f && isfinite(largest) ? 15 - exponent : 0;
+      scale = ldexpf(1.f, e);
+      if (lane == 0) unscale[j] = ldexpf(1.f, -e);
+    }
+    for (std::int64_t p = lane; p < ldi; p += 32) {
+      const float v = p < d ? row[p] * scale : 0.f;
+      T* at = out + j * ldi + p;
+      if constexpr (std::is_same_v<T, float>) {
+        const Tf32Pair s = split_tf32(v);
+        at[0] = __uint_as_float(s.hi);
+        if constexpr (kExact) at[part_stride] = __uint_as_float(s.lo);
+      } else if constexpr (kExact) {
+        const T hi = to_16bit<T>(v);
+        const float r1 = v - from_16bit(hi);
+        const T mid = to_16bit<T>(r1);
+        at[0] = hi;
+        at[part_stride] = mid;
+        at[2 * part_stride] = to_16bit<T>(r1 - from_16bit(mid));
+      } else {
+        at[0] = to_16bit<T>(v);
+      }
+    }
   }
 }
 
-/// kExact: 3xTF32 products (float accuracy); otherwise one TF32 product (Math::fast). kRowSums: also adds
-/// each point's cross terms into p.row_sums; kFault: and flips p's faulty term (instances of their own: the
-/// plain kernel does no such work, and the fault's code costs registers the checked kernel needs).
-template <bool kExact, bool kRowSums, bool kFault>
+/// T: the points' type (float, __half, __nv_bfloat16); kExact: float-accurate products, otherwise one per
+/// term (Math). kRowSums: also adds each point's cross terms into p.row_sums; kFault: and flips p's faulty
+/// term (instances of their own: the plain kernel does no such work, and the fault's code costs registers
+/// the checked kernel needs).
+template <class T, bool kExact, bool kRowSums, bool kFault>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
-  constexpr int kStageSlots = stage_slots(kExact);
+  using R = Ring<T, kExact>;
+  constexpr int CH = R::ch, kStages = R::stages;
   extern __shared__ __align__(16) unsigned char smem[];
-  float4* ring = reinterpret_cast<float4*>(smem);  // [2][kStageSlots]: points, high, low
-  float* best_val = reinterpret_cast<float*>(ring + 2 * kStageSlots);  // [BM][WARPS_N]
+  uint4* ring = reinterpret_cast<uint4*>(smem);  // [kStages][R::slots]: points, then the centre parts
+  float* best_val = reinterpret_cast<float*>(ring + kStages * R::slots);  // [BM][WARPS_N]
   int* best_col = reinterpret_cast<int*>(best_val + BM * WARPS_N);
   double* row_sum = reinterpret_cast<double*>(best_col + BM * WARPS_N);  // [BM][WARPS_N], when p.row_sums
 
@@ -116,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   const std::int64_t tiles = (p.k + BN - 1) / BN;
   const std::int64_t tile_begin = static_cast<std::int64_t>(blockIdx.y) * p.tiles_per_split;
   const std::int64_t tile_end = min(tiles, tile_begin + p.tiles_per_split);
-  const std::int64_t ksteps = (p.d + BK - 1) / BK;
+  const std::int64_t ksteps = (p.d + R::bk - 1) / R::bk;
   const std::int64_t nsteps = (tile_end - tile_begin) * ksteps;
 
   for (int i = tid; i < BM * WARPS_N; i += kThreads) {
@@ -125,33 +187,34 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     row_sum[i] = 0;
   }
 
-  // Copies of a thread: rows tid / CH + 32 i of each tile, always slot tid % CH of the row, so the
+  // Copies of a thread: rows tid / CH + kRowStep i of each tile, always slot tid % CH of the row, so the
   // inner offset and the bytes left at the edge are the same for all of them. Rows past the edge
   // copy nothing (zeros) and are never reported.
   constexpr int kCopies = BM * CH / kThreads;
-  constexpr int kRowStep = kThreads / CH;  // rows between a thread's copies
+  constexpr int kRowStep = kThreads / CH;  // rows between a thread's copies (even: same parity for all)
   const int piece = tid % CH, rc = tid / CH;
   const std::int64_t rows_left = p.n - row0 - rc;  // copy i is inside X when i * kRowStep < rows_left
-  const float* x_base = p.x + (rows_left > 0 ? (row0 + rc) * p.ldx : 0);
-  const int slot0 = rc * CH + (piece ^ ((rc & 1) << 2));  // kRowStep is even: same parity for all i
+  const T* x = static_cast<const T*>(p.x);
+  const T* parts = static_cast<const T*>(p.c_parts);
+  const T* x_base = x + (rows_left > 0 ? (row0 + rc) * p.ldx : 0);
+  const int slot0 = rc * CH + (CH == 8 ? piece ^ ((rc & 1) << 2) : piece);
   auto issue = [&](std::int64_t step, int buf) {
     const std::int64_t tile = tile_begin + step / ksteps;
-    const std::int64_t kofs = (step % ksteps) * BK + piece * 4;
+    const std::int64_t kofs = (step % ksteps) * R::bk + piece * R::elems;
     const std::int64_t left = p.d - kofs;
-    const int bytes = left <= 0 ? 0 : (left >= 4 ? 16 : static_cast<int>(left) * 4);
-    float4* xs = ring + buf * kStageSlots + slot0;
-    float4* hs = xs + BM * CH;
-    float4* ls = hs + BN * CH;
+    const int bytes = left <= 0 ? 0 : (left >= R::elems ? 16 : static_cast<int>(left * sizeof(T)));
+    uint4* xs = ring + buf * R::slots + slot0;
     const std::int64_t col0 = tile * BN + rc;
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       const bool xv = i * kRowStep < rows_left && bytes > 0;
-      cp_async<16>(xs + i * kRowStep * CH, xv ? x_base + i * kRowStep * p.ldx + kofs : p.x, xv ? bytes : 0);
+      cp_async<16>(xs + i * kRowStep * CH, xv ? x_base + i * kRowStep * p.ldx + kofs : x, xv ? bytes : 0);
       const std::int64_t col = col0 + i * kRowStep;
       const bool cv = col < p.k && bytes > 0;
       const std::int64_t off = cv ? col * p.ldi + kofs : 0;
-      cp_async<16>(hs + i * kRowStep * CH, p.c_hi + off, cv ? bytes : 0);
-      if constexpr (kExact) cp_async<16>(ls + i * kRowStep * CH, p.c_lo + off, cv ? bytes : 0);
+#pragma unroll
+      for (int q = 0; q < R::parts; ++q)
+        cp_async<16>(xs + (BM + q * BN) * CH + i * kRowStep * CH, parts + q * p.part_stride + off, cv ? bytes : 0);
     }
   };
 
@@ -166,45 +229,78 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   };
   clear();
 
-  const int swz = (gq & 1) << 2;  // rows and columns g, g + 8 of every tile share g's parity
-  issue(0, 0);
-  cp_async_commit();
+  const int swz = CH == 8 ? (gq & 1) << 2 : 0;  // rows and columns g, g + 8 of every tile share g's parity
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nsteps) issue(s, s);
+    cp_async_commit();
+  }
   for (std::int64_t step = 0; step < nsteps; ++step) {
-    cp_async_wait<0>();
-    __syncthreads();  // everyone's copies of this stage have landed; the other buffer is free
-    if (step + 1 < nsteps) issue(step + 1, static_cast<int>((step + 1) & 1));
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
+    if (step + kStages - 1 < nsteps) issue(step + kStages - 1, static_cast<int>((step + kStages - 1) % kStages));
     cp_async_commit();
 
-    const float4* xs = ring + (step & 1) * kStageSlots;
-    const float4* hs = xs + BM * CH;
-    const float4* ls = hs + BN * CH;
+    const uint4* xs = ring + (step % kStages) * R::slots;
+    const uint4* cs = xs + BM * CH;  // part q of centre column `col` at cs[(q * BN + col) * CH + slot]
 #pragma unroll
-    for (int u = 0; u < BK / 16; ++u) {
+    for (int u = 0; u < CH / 4; ++u) {
       const int pc = (4 * u + tq) ^ swz;
-      Tf32Pair a[MT][2][4];  // [m16 tile][row g, g + 8][element]
+      if constexpr (R::is_float) {
+        Tf32Pair a[MT][2][4];  // [m16 tile][row g, g + 8][element]
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int r = wm * (BM / WARPS_M) + mt * 16 + gq;
-        split_tf32(xs[r * CH + pc], a[mt][0]);
-        split_tf32(xs[(r + 8) * CH + pc], a[mt][1]);
-      }
+        for (int mt = 0; mt < MT; ++mt) {
+          const int r = wm * (BM / WARPS_M) + mt * 16 + gq;
+          split_tf32(reinterpret_cast<const float4&>(xs[r * CH + pc]), a[mt][0]);
+          split_tf32(reinterpret_cast<const float4&>(xs[(r + 8) * CH + pc]), a[mt][1]);
+        }
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
-        const float4 h = hs[col * CH + pc];
-        if constexpr (kExact) {
-          const float4 l = ls[col * CH + pc];
+        for (int nt = 0; nt < NT; ++nt) {
+          const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
+          const float4 h = reinterpret_cast<const float4&>(cs[col * CH + pc]);
+          if constexpr (kExact) {
+            const float4 l = reinterpret_cast<const float4&>(cs[(BN + col) * CH + pc]);
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            float dk[4];
-            k_group_3xtf32(dk, a[mt][0], a[mt][1], h, l);
+            for (int mt = 0; mt < MT; ++mt) {
+              float dk[4];
+              k_group_3xtf32(dk, a[mt][0], a[mt][1], h, l);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+              for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+            }
+          } else {
+            // One TF32 product per k8 step, accumulated in the tensor cores as TF32 GEMMs do.
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) k_group_tf32(acc[mt][nt], a[mt][0], a[mt][1], h);
           }
-        } else {
-          // One TF32 product per k8 step, accumulated in the tensor cores as TF32 GEMMs do.
+        }
+      } else {
+        uint4 a[MT][2];  // [m16 tile][row g, g + 8]: 8 elements each, used as they are
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) k_group_tf32(acc[mt][nt], a[mt][0], a[mt][1], h);
+        for (int mt = 0; mt < MT; ++mt) {
+          const int r = wm * (BM / WARPS_M) + mt * 16 + gq;
+          a[mt][0] = xs[r * CH + pc];
+          a[mt][1] = xs[(r + 8) * CH + pc];
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
+          if constexpr (kExact) {
+            // The small parts first, into a fresh accumulator: x lo + x mid + x hi, each product exact.
+            const uint4 hi = cs[col * CH + pc], mid = cs[(BN + col) * CH + pc], lo = cs[(2 * BN + col) * CH + pc];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              float dk[4] = {0.f, 0.f, 0.f, 0.f};
+              k_group_16bit<T>(dk, a[mt][0], a[mt][1], lo);
+              k_group_16bit<T>(dk, a[mt][0], a[mt][1], mid);
+              k_group_16bit<T>(dk, a[mt][0], a[mt][1], hi);
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+            }
+          } else {
+            const uint4 b = cs[col * CH + pc];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) k_group_16bit<T>(acc[mt][nt], a[mt][0], a[mt][1], b);
+          }
         }
       }
     }
@@ -213,6 +309,19 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     // The tile is complete: acc[mt][nt][2h + c] is row 16 mt + g + 8h, column 8 nt + 2t + c of the
     // warp's part.
     const std::int64_t tile = tile_begin + step / ksteps;
+    if constexpr (!R::is_float && kExact) {  // undo the centres' powers of two (exact: no rounding)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const std::int64_t col = tile * BN + wn * (BN / WARPS_N) + nt * 8 + 2 * tq + c;
+          const float unscale = col < p.k ? p.c_unscale[col] : 0.f;
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) acc[mt][nt][2 * h + c] *= unscale;
+        }
+    }
     if (kFault && p.fault_row >= row0 && p.fault_row < row0 + BM && p.fault_col / BN == tile) {
       // An injected fault in this block's tile (rare, block-uniform): its holder flips the bit in place.
 #pragma unroll
@@ -326,6 +435,8 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (!a.x || !a.c || !a.x_sq_norms || !a.c_sq_norms)
     return Support::no("nearest: x, c and both norm vectors must be non-null");
   if (!a.labels && !a.sq_distances) return Support::no("nearest: neither labels nor sq_distances is requested");
+  if (a.x_type != Element::f32 && a.x_type != Element::f16 && a.x_type != Element::bf16)
+    return Support::no("nearest: unknown point element type " + to_string(static_cast<int>(a.x_type)));
   if (a.n < 1 || a.d < 1 || a.k < 1)
     return Support::no("nearest: need n, d, k >= 1 (got n = " + to_string(a.n) + ", d = " + to_string(a.d) +
                        ", k = " + to_string(a.k) + ")");
@@ -334,40 +445,40 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (ldx < a.d || ldc < a.d)
     return Support::no("nearest: leading dimensions must be >= d = " + to_string(a.d) + " (got ldx = " +
                        to_string(ldx) + ", ldc = " + to_string(ldc) + ")");
-  if (ldx % 4 != 0 || reinterpret_cast<std::uintptr_t>(a.x) % 16 != 0)
+  const std::int64_t per_copy = a.x_type == Element::f32 ? 4 : 8;  // elements in 16 bytes
+  if (ldx % per_copy != 0 || reinterpret_cast<std::uintptr_t>(a.x) % 16 != 0)
     return Support::no("nearest: points are read with 16-byte copies: ldx = " + to_string(ldx) +
-                       " must be a multiple of 4 and x 16-byte aligned");
+                       " must be a multiple of " + to_string(per_copy) + " and x 16-byte aligned");
   if (a.row_sums && a.fault_row >= 0 &&
       (a.fault_row >= a.n || a.fault_col < 0 || a.fault_col >= a.k || a.fault_bit < 0 || a.fault_bit > 31 || !a.fault_values))
     return Support::no("nearest: a fault needs fault_row < n, 0 <= fault_col < k, 0 <= fault_bit < 32 and fault_values");
   if (detail::ceil_div(a.n, detail::BM) > INT_MAX)
     return Support::no("nearest: n = " + to_string(a.n) + " points need more than 2^31 - 1 blocks");
   if (ctx.properties().major < 8)
-    return Support::no("nearest: needs TF32 tensor cores (compute capability >= 8.0, this device has " +
-                       to_string(ctx.properties().major) + "." + to_string(ctx.properties().minor) + ")");
+    return Support::no("nearest: needs TF32, half and bfloat16 tensor cores (compute capability >= 8.0, this device "
+                       "has " + to_string(ctx.properties().major) + "." + to_string(ctx.properties().minor) + ")");
   return Support::yes();
 }
 
-void nearest(Context& ctx, const NearestArguments& a) {
-  using namespace detail;
-  if (const Support s = nearest_can_implement(ctx, a); !s) throw std::invalid_argument(s.reason);
+namespace detail {
+namespace {
+
+/// Queues the centres' parts and the fused kernel for points of type T (ctx's workspace holds the keys,
+/// the parts and the scales); the keys are reset here and read by finish_kernel.
+template <class T, bool kExact>
+void launch_nearest(Context& ctx, const NearestArguments& a, unsigned long long* keys, unsigned char* scratch) {
+  using R = Ring<T, kExact>;
   const cudaStream_t stream = ctx.stream();
-  const std::int64_t ldx = a.ldx ? a.ldx : a.d, ldc = a.ldc ? a.ldc : a.d;
-  const std::int64_t ldi = round_up(a.d, 4);
-  const std::int64_t keys_bytes = round_up(a.n * static_cast<std::int64_t>(sizeof(unsigned long long)), 256);
-  const std::int64_t half_elems = round_up(a.k * ldi, 64);
-  const bool exact = a.math == Math::exact;
-  auto* ws = static_cast<unsigned char*>(ctx.workspace(
-      static_cast<std::size_t>(keys_bytes + (exact ? 2 : 1) * half_elems * static_cast<std::int64_t>(sizeof(float)))));
-  auto* keys = reinterpret_cast<unsigned long long*>(ws);
-  auto* c_hi = reinterpret_cast<float*>(ws + keys_bytes);
-  float* c_lo = exact ? c_hi + half_elems : nullptr;
+  const std::int64_t ldc = a.ldc ? a.ldc : a.d;
+  const std::int64_t ldi = round_up(a.d, R::elems);
+  const std::int64_t part_stride = round_up(a.k * ldi, 128);
+  T* parts = reinterpret_cast<T*>(scratch);
+  float* unscale = reinterpret_cast<float*>(scratch + round_up(R::parts * part_stride * std::int64_t(sizeof(T)), 256));
   const int sms = ctx.properties().multiProcessorCount;
 
-  const unsigned split_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k * ldi, 256), 4LL * sms));
-  centre_halves_kernel<<<split_blocks, 256, 0, stream>>>(a.c, ldc, a.k, a.d, ldi, c_hi, c_lo);
+  const unsigned part_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k, 8), 4LL * sms));
+  centre_parts_kernel<T, kExact><<<part_blocks, 256, 0, stream>>>(a.c, ldc, a.k, a.d, ldi, parts, part_stride, unscale);
   SKINNY_CHECK_LAUNCH();
-  SKINNY_CUDA_TRY(cudaMemsetAsync(keys, 0xff, static_cast<std::size_t>(a.n) * sizeof(unsigned long long), stream));
 
   // Centre tiles are shared out over grid y only when the point blocks alone fill less than two
   // waves of two resident blocks per SM.
@@ -377,31 +488,57 @@ void nearest(Context& ctx, const NearestArguments& a) {
   const std::int64_t tiles_per_split = ceil_div(tiles, split);
   split = ceil_div(tiles, tiles_per_split);
 
-  Params p{a.x, ldx, a.n, a.d, c_hi, c_lo, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
+  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, parts, part_stride, unscale, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
            static_cast<int>(tiles_per_split), a.row_sums, a.row_sums ? a.fault_row : -1, a.fault_col,
            a.fault_bit, a.fault_values};
   if (a.row_sums)
     SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), stream));
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(split));
   const auto launch = [&](auto kernel) {
-    const std::size_t smem = smem_bytes(exact);
-    SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    kernel<<<grid, kThreads, smem, stream>>>(p);
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(R::smem)));
+    kernel<<<grid, kThreads, R::smem, stream>>>(p);
     SKINNY_CHECK_LAUNCH();
   };
-  const bool fault = a.row_sums && a.fault_row >= 0;
-  if (exact) {
-    if (fault) launch(nearest_kernel<true, true, true>);
-    else if (a.row_sums) launch(nearest_kernel<true, true, false>);
-    else launch(nearest_kernel<true, false, false>);
-  } else {
-    if (fault) launch(nearest_kernel<false, true, true>);
-    else if (a.row_sums) launch(nearest_kernel<false, true, false>);
-    else launch(nearest_kernel<false, false, false>);
-  }
+  if (a.row_sums && a.fault_row >= 0) launch(nearest_kernel<T, kExact, true, true>);
+  else if (a.row_sums) launch(nearest_kernel<T, kExact, true, false>);
+  else launch(nearest_kernel<T, kExact, false, false>);
+}
+
+/// Bytes of scratch launch_nearest<T, kExact> takes beyond the keys.
+template <class T, bool kExact>
+std::int64_t scratch_bytes(const NearestArguments& a) {
+  using R = Ring<T, kExact>;
+  const std::int64_t part_stride = round_up(a.k * round_up(a.d, R::elems), 128);
+  return round_up(R::parts * part_stride * std::int64_t(sizeof(T)), 256) + round_up(a.k * std::int64_t(sizeof(float)), 256);
+}
+
+template <class T>
+void nearest_of(Context& ctx, const NearestArguments& a) {
+  const bool exact = a.math == Math::exact;
+  const std::int64_t keys_bytes = round_up(a.n * static_cast<std::int64_t>(sizeof(unsigned long long)), 256);
+  const std::int64_t scratch = exact ? scratch_bytes<T, true>(a) : scratch_bytes<T, false>(a);
+  auto* ws = static_cast<unsigned char*>(ctx.workspace(static_cast<std::size_t>(keys_bytes + scratch)));
+  auto* keys = reinterpret_cast<unsigned long long*>(ws);
+  const cudaStream_t stream = ctx.stream();
+  SKINNY_CUDA_TRY(cudaMemsetAsync(keys, 0xff, static_cast<std::size_t>(a.n) * sizeof(unsigned long long), stream));
+  if (exact) launch_nearest<T, true>(ctx, a, keys, ws + keys_bytes);
+  else launch_nearest<T, false>(ctx, a, keys, ws + keys_bytes);
+  const int sms = ctx.properties().multiProcessorCount;
   const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
   finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.n, a.labels, a.sq_distances);
   SKINNY_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace detail
+
+void nearest(Context& ctx, const NearestArguments& a) {
+  if (const Support s = nearest_can_implement(ctx, a); !s) throw std::invalid_argument(s.reason);
+  switch (a.x_type) {
+    case Element::f32: detail::nearest_of<float>(ctx, a); break;
+    case Element::f16: detail::nearest_of<__half>(ctx, a); break;
+    case Element::bf16: detail::nearest_of<__nv_bfloat16>(ctx, a); break;
+  }
 }
 
 }  // namespace skinny::gemm

@@ -1,9 +1,13 @@
 // Tensor-core pieces shared by the kernels that use mma.sync directly (TSM2's tensor-core kernels,
 // the fused nearest-centre kernel): float split into two TF32 halves for 3xTF32 products, and the
-// m16n8k8 TF32 and m8n8k4 double instructions.
+// m16n8k8 TF32, m16n8k16 half / bfloat16 and m8n8k4 double instructions.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 namespace skinny::gemm::detail {
 
@@ -88,6 +92,38 @@ __device__ __forceinline__ void k_group_tf32(float (&d)[4], const Tf32Pair (&ag)
                                              const float4& bh) {
   mma_tf32(d, ag[0].hi, ag8[0].hi, ag[1].hi, ag8[1].hi, __float_as_uint(bh.x), __float_as_uint(bh.y));
   mma_tf32(d, ag[2].hi, ag8[2].hi, ag[3].hi, ag8[3].hi, __float_as_uint(bh.z), __float_as_uint(bh.w));
+}
+
+/// d += A (16 x 16) * B (16 x 8) in T (half or bfloat16), float accumulation. Each register holds two
+/// elements: a0 rows g, inner 2t and 2t + 1; a1 the same of row g + 8; a2, a3 inner 2t + 8 and 2t + 9; b0, b1
+/// the same inner indices of column g.
+template <class T>
+__device__ __forceinline__ void mma_16bit(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                          std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "half or bfloat16");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();
+#else
+  if constexpr (std::is_same_v<T, __half>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#endif
+}
+
+/// d += A B over one k-group of 32 inner elements in T: a (rows g, g + 8) and b (column g) hold this lane's 8
+/// elements each, registers 0, 1 the first k16 step (inner 2t.., 2t + 8..), 2, 3 the second; any order of the
+/// inner dimension gives the same product as long as both operands use it.
+template <class T>
+__device__ __forceinline__ void k_group_16bit(float (&d)[4], const uint4& ag, const uint4& ag8, const uint4& b) {
+  mma_16bit<T>(d, ag.x, ag8.x, ag.y, ag8.y, b.x, b.y);
+  mma_16bit<T>(d, ag.z, ag8.z, ag.w, ag8.w, b.z, b.w);
 }
 
 /// d += A (8 x 4) * B (4 x 8), double.

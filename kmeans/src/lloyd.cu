@@ -96,6 +96,31 @@ void check_params(const Params& p) {
 constexpr std::int64_t kFusedMinClusters = 128;
 constexpr std::int64_t kFusedFastMinClusters = 32;
 
+/// The fused kernel's name for points of type T (float or 16-bit).
+template <class T>
+constexpr gemm::Element element_of() {
+  if constexpr (std::is_same_v<T, __half>) return gemm::Element::f16;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return gemm::Element::bf16;
+  else return gemm::Element::f32;
+}
+
+/// Whether gemm::nearest can run the n x d points: read as they are (`native`: float, or 16-bit rows of
+/// 16 bytes' multiples, multiplied in their own type) or, for 16-bit data, widened to float rows in a
+/// buffer of ours.
+template <class T>
+bool nearest_runs(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, bool native) {
+  gemm::NearestArguments a;
+  a.x = native ? static_cast<const void*>(x) : placeholder<float>();
+  a.x_type = native ? element_of<T>() : gemm::Element::f32;
+  a.ldx = native ? 0 : padded_row(d);
+  a.n = n;
+  a.d = d;
+  a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
+  a.k = k;
+  a.labels = placeholder<std::int32_t>();
+  return static_cast<bool>(gemm::nearest_can_implement(ctx, a));
+}
+
 /// Whether the assignment runs through gemm::nearest (float or 16-bit data, automatic, enough clusters
 /// (any number for 16-bit data, which has no faster tall-skinny path), a shape it can do) rather than a
 /// GEMM through `backend` and the argmin.
@@ -109,15 +134,7 @@ bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64
                                : math == gemm::Math::fast ? kFusedFastMinClusters
                                                           : kFusedMinClusters;
     if (backend != gemm::Algo::automatic || k < min_k) return false;
-    gemm::NearestArguments a;
-    a.x = detail::is_16bit<T> ? placeholder<float>() : reinterpret_cast<const float*>(x);
-    a.ldx = detail::is_16bit<T> ? padded_row(d) : 0;
-    a.n = n;
-    a.d = d;
-    a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
-    a.k = k;
-    a.labels = placeholder<std::int32_t>();
-    return static_cast<bool>(gemm::nearest_can_implement(ctx, a));
+    return nearest_runs(ctx, x, n, d, k, true) || (detail::is_16bit<T> && nearest_runs(ctx, x, n, d, k, false));
   }
 }
 
@@ -181,6 +198,8 @@ struct Assigner {
   gemm::Algo backend;
   gemm::Math math;
   bool fused;
+  /// 16-bit data read by the fused kernel as it is (no widened copy): its rows are whole 16-byte copies.
+  bool native16;
   std::int64_t rows;  ///< per chunk
   std::int64_t ldw = 0;
   DeviceBuffer<C> g;
@@ -202,8 +221,10 @@ struct Assigner {
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
-        fused(fused_assignment(c, x_, n_, d_, k_, b, m)), few(!protect && few_clusters_assignment(x_, d_, k_, b)) {
-    if (few) {
+        fused(fused_assignment(c, x_, n_, d_, k_, b, m)),
+        native16(detail::is_16bit<T> && fused && nearest_runs(c, x_, n_, d_, k_, true)),
+        few(!protect && few_clusters_assignment(x_, d_, k_, b)) {
+    if (few || native16) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
       rows = fused ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
@@ -214,8 +235,12 @@ struct Assigner {
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {
-      // One TF32 product per term in the fused kernel's fast mode; float or double arithmetic elsewhere.
-      const double u = fused && math == gemm::Math::fast ? detail::kTf32Roundoff : detail::unit_roundoff<C>();
+      // One TF32 (or native 16-bit) product per term in the fused kernel's fast mode; float or double
+      // arithmetic elsewhere.
+      const bool bf16_centres = native16 && std::is_same_v<T, __nv_bfloat16>;
+      const double u = !(fused && math == gemm::Math::fast) ? detail::unit_roundoff<C>()
+                       : bf16_centres                      ? detail::kBf16Roundoff
+                                                           : detail::kTf32Roundoff;
       const detail::Carry carry = fused                           ? detail::Carry::pass
                                   : k <= detail::kFewClustersMax ? detail::Carry::blocks
                                                                   : detail::Carry::column;
@@ -274,16 +299,15 @@ struct Assigner {
     for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
       const std::int64_t m = std::min(rows, n - r0);
       events[e++]->record(stream);
-      const gemm::MatrixView<const C> a = chunk(r0, m);
       if constexpr (!std::is_same_v<C, double>) {
         if (fused) {
-          nearest_chunk(a, r0, m, c, xnorm, cnorm, labels, mindist, false);
+          nearest_chunk(r0, m, c, xnorm, cnorm, labels, mindist, false);
           events[e++]->record(stream);
           detail::count_labels(labels + r0, m, k, counts, stream);
           continue;
         }
       }
-      gemm::gemm(ctx, {a, gemm::col_major<const C>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
+      gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
       events[e++]->record(stream);
       detail::argmin(g.data(), m, k, xnorm + r0, cnorm, labels + r0, mindist + r0, counts, stream);
     }
@@ -306,7 +330,7 @@ struct Assigner {
       if (timed) events[e++]->record(stream);
       if constexpr (!std::is_same_v<C, double>) {
         if (fused) {
-          nearest_chunk(chunk(r0, m), r0, m, c, xnorm, cnorm, labels, mindist, faulty);
+          nearest_chunk(r0, m, c, xnorm, cnorm, labels, mindist, faulty);
           if (timed) events[e++]->record(stream);
           detail::check_points(row_sums.data() + r0, carried.data() + r0, xnorm + r0, m, guard->centroid_scale(),
                                guard->bound_factor(), guard->failures(ci), guard->max_ratio(), stream);
@@ -349,14 +373,22 @@ struct Assigner {
     events[e]->record(stream);
   }
 
-  /// The fused kernel on the chunk `a` of m rows at r0; protected, it also returns each point's sum of
-  /// terms, and with `faulty` flips one bit of one term inside the kernel (Params::inject), reported.
-  void nearest_chunk(const gemm::MatrixView<const C>& a, std::int64_t r0, std::int64_t m, const C* c, const C* xnorm,
-                     const C* cnorm, std::int32_t* labels, C* mindist, bool faulty) {
+  /// The fused kernel on the chunk of m rows at r0 (16-bit rows as they are, or widened to float, queued
+  /// here); protected, it also returns each point's sum of terms, and with `faulty` flips one bit of one
+  /// term inside the kernel (Params::inject), reported.
+  void nearest_chunk(std::int64_t r0, std::int64_t m, const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels,
+                     C* mindist, bool faulty) {
     if constexpr (!std::is_same_v<C, double>) {
       gemm::NearestArguments na;
-      na.x = a.data;
-      na.ldx = a.ld;
+      if (native16) {
+        na.x = x + r0 * d;
+        na.x_type = element_of<T>();
+        na.ldx = d;
+      } else {
+        const gemm::MatrixView<const C> a = chunk(r0, m);
+        na.x = a.data;
+        na.ldx = a.ld;
+      }
       na.n = m;
       na.d = d;
       na.c = c;

@@ -45,8 +45,11 @@ constexpr double unit_roundoff() {
   return sizeof(C) == 8 ? 0x1p-53 : 0x1p-24;
 }
 
-/// Unit round-off of one TF32 product (Math::fast in the fused kernel): 11 significant bits.
+/// Unit round-off of one TF32 product (Math::fast in the fused kernel): 11 significant bits. Half points
+/// multiplied natively in fast mode round the centres to half's 11 bits too.
 constexpr double kTf32Roundoff = 0x1p-11;
+/// bfloat16 points multiplied natively in fast mode: the centres rounded to bfloat16's 8 significant bits.
+constexpr double kBf16Roundoff = 0x1p-8;
 
 /// kappa u sqrt(d + k): the part of every point's bound that depends on the shape and the arithmetic only.
 inline double distance_bound_factor(std::int64_t d, std::int64_t k, double unit_roundoff) {

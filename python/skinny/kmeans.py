@@ -48,9 +48,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         Let the library keep a column-major copy of X on the GPU for the distance GEMM (faster for
         n_samples >= 65536 on the tall-skinny kernels; costs one more X of device memory).
     math : {"exact", "fast"}, default "exact"
-        "exact": labels as an exact float argmin gives them. "fast": one TF32 product per cross term
-        where the distances are fused with the argmin (float data, many clusters): about 3x less
-        tensor-core work; a sample whose two nearest centres nearly tie can take the other one.
+        "exact": labels as an exact float argmin gives them. "fast": one product per cross term where
+        the distances are fused with the argmin (many clusters): TF32 for float data (about 3x less
+        tensor-core work), the centroids rounded to float16 / bfloat16 for 16-bit data (about 3x less);
+        a sample whose two nearest centres nearly tie can take the other one.
     stop_when_stable : bool, default True
         Stop when an iteration changes no label. False (with ``tol=0``) runs exactly ``max_iter``
         iterations, for timing (not in scikit-learn).

@@ -1,6 +1,7 @@
 // The fused nearest-centre kernel (gemm::nearest) against exact distances computed in double on the
-// CPU, on shapes that are not multiples of its tiles (128 points, 128 centres, 32 inner elements),
-// with padded leading dimensions, centre tiles shared over grid y, and poisoned outputs.
+// CPU, on shapes that are not multiples of its tiles (128 points, 128 centres, 32 or 64 inner elements),
+// with padded leading dimensions, centre tiles shared over grid y, and poisoned outputs; float, half and
+// bfloat16 points.
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/nearest.hpp>
 
@@ -8,6 +9,9 @@
 #include "support/random_matrix.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -38,12 +42,38 @@ struct Outputs {
   std::vector<float> dist;
 };
 
+/// The points' element type as nearest() names it, and values rounded to it and back.
+template <class P>
+constexpr Element element_of() {
+  if constexpr (std::is_same_v<P, __half>) return Element::f16;
+  else if constexpr (std::is_same_v<P, __nv_bfloat16>) return Element::bf16;
+  else return Element::f32;
+}
+template <class P>
+std::vector<P> rounded_to(const std::vector<float>& v) {
+  std::vector<P> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_same_v<P, __half>) out[i] = __float2half_rn(v[i]);
+    else if constexpr (std::is_same_v<P, __nv_bfloat16>) out[i] = __float2bfloat16_rn(v[i]);
+    else out[i] = v[i];
+  }
+  return out;
+}
+template <class P>
+std::vector<float> widened(const std::vector<P>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i]);
+  return out;
+}
+
 /// The arguments for points x (n x d, leading dimension ldx) and centres c (k x d, ldc) with their norms.
-NearestArguments arguments(const DeviceBuffer<float>& x, const DeviceBuffer<float>& c, const DeviceBuffer<float>& xn,
+template <class P>
+NearestArguments arguments(const DeviceBuffer<P>& x, const DeviceBuffer<float>& c, const DeviceBuffer<float>& xn,
                            const DeviceBuffer<float>& cn, std::int64_t n, std::int64_t k, std::int64_t d,
                            std::int64_t ldx, std::int64_t ldc, Math math) {
   NearestArguments a;
   a.x = x.data();
+  a.x_type = element_of<P>();
   a.n = n;
   a.d = d;
   a.ldx = ldx;
@@ -56,11 +86,13 @@ NearestArguments arguments(const DeviceBuffer<float>& x, const DeviceBuffer<floa
   return a;
 }
 
-/// Runs nearest on random points and centres (rows padded to ldx, ldc) with poisoned outputs.
-Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64_t n, std::int64_t k,
-            std::int64_t d, std::int64_t ldx, std::int64_t ldc, Math math = Math::exact) {
-  const auto xn = sq_norms(x, n, d, ldx), cn = sq_norms(c, k, d, ldc);
-  DeviceBuffer<float> dx(x), dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
+/// Runs nearest on points of type P and float centres (rows padded to ldx, ldc) with poisoned outputs.
+template <class P = float>
+Outputs run(const std::vector<P>& x, const std::vector<float>& c, std::int64_t n, std::int64_t k, std::int64_t d,
+            std::int64_t ldx, std::int64_t ldc, Math math = Math::exact) {
+  const auto xn = sq_norms(widened(x), n, d, ldx), cn = sq_norms(c, k, d, ldc);
+  DeviceBuffer<P> dx(x);
+  DeviceBuffer<float> dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
   DeviceBuffer<std::int32_t> dlabels(static_cast<std::size_t>(n));
   Context& ctx = testing::shared_context();
   dlabels.copy_from(std::vector<std::int32_t>(static_cast<std::size_t>(n), -7));
@@ -76,18 +108,25 @@ Outputs run(const std::vector<float>& x, const std::vector<float>& c, std::int64
 }
 
 /// Each label is a nearest centre up to the round-off of the distance trick, whose error scales with the
-/// squared norms (float arithmetic for Math::exact; TF32 products, 2^-10 relative each, for Math::fast);
-/// each distance is that centre's exact distance within the same bound; and where the runner-up is
-/// farther than twice the bound, the label is the exact argmin.
+/// squared norms: float arithmetic for Math::exact (any point type); for Math::fast, TF32 products (2^-10
+/// relative each) for float points, centres rounded to half (2^-11) or bfloat16 (2^-8) for 16-bit points.
+/// Each distance is that centre's exact distance within the same bound, and where the runner-up is farther
+/// than twice the bound, the label is the exact argmin. The reference sees the points' own (rounded) values.
+template <class P = float>
 void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t pad = 0, Math math = Math::exact) {
-  const std::int64_t ldx = d + pad + (4 - (d + pad) % 4) % 4, ldc = d + pad;
-  const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ldx), 21);
+  const std::int64_t per_copy = 16 / static_cast<std::int64_t>(sizeof(P));
+  const std::int64_t ldx = d + pad + (per_copy - (d + pad) % per_copy) % per_copy, ldc = d + pad;
+  const std::vector<P> points = rounded_to<P>(testing::random_nonzero<float>(static_cast<std::size_t>(n * ldx), 21));
+  const std::vector<float> x = widened(points);
   const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * ldc), 22);
-  const Outputs got = run(x, c, n, k, d, ldx, ldc, math);
-  const double relative = math == Math::exact ? 64 * double(std::numeric_limits<float>::epsilon()) : std::ldexp(1.0, -8);
+  const Outputs got = run(points, c, n, k, d, ldx, ldc, math);
+  const double relative = math == Math::exact                   ? 64 * double(std::numeric_limits<float>::epsilon())
+                          : std::is_same_v<P, __nv_bfloat16> ? std::ldexp(1.0, -5)
+                                                             : std::ldexp(1.0, -8);
   const auto xn = sq_norms(x, n, d, ldx), cn = sq_norms(c, k, d, ldc);
-  const std::string where = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " d=" + std::to_string(d) +
-                            (math == Math::exact ? " exact" : " fast");
+  const char* type = std::is_same_v<P, float> ? "float" : std::is_same_v<P, __half> ? "half" : "bf16";
+  const std::string where = std::string(type) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                            " d=" + std::to_string(d) + (math == Math::exact ? " exact" : " fast");
   double max_cn = 0;
   for (const float v : cn) max_cn = std::max(max_cn, double(v));
   std::int64_t exact = 0, worst_i = -1;
@@ -141,6 +180,59 @@ TEST_F(Nearest, FastMathMatchesWithinTf32Bounds) {
     expect_nearest(1000, 129, 36, 0, math);
     expect_nearest(300, 1300, 8, 0, math);
     expect_nearest(10243, 260, 64, 0, math);
+  }
+}
+
+/// Half and bfloat16 points read as they are: both precision modes, odd shapes (d from 1; rows padded to
+/// 16-byte copies), several inner stages, centre tiles shared over grid y, and centres far from 1 in size
+/// (the exact mode's per-centre power of two).
+template <class P>
+void sixteen_bit_points_match() {
+  for (const Math math : {Math::exact, Math::fast}) {
+    expect_nearest<P>(1, 1, 1, 0, math);
+    expect_nearest<P>(7, 3, 5, 3, math);
+    expect_nearest<P>(17, 2, 3, 0, math);
+    expect_nearest<P>(127, 17, 1000, 8, math);
+    expect_nearest<P>(1000, 129, 36, 0, math);
+    expect_nearest<P>(300, 1300, 8, 0, math);
+    expect_nearest<P>(10243, 260, 64, 0, math);
+  }
+}
+
+TEST_F(Nearest, HalfPointsMatchInBothModes) { sixteen_bit_points_match<__half>(); }
+TEST_F(Nearest, Bfloat16PointsMatchInBothModes) { sixteen_bit_points_match<__nv_bfloat16>(); }
+
+/// Exact mode on 16-bit points gives the labels and distances of float points with the same values: every
+/// product is exact in both, whatever the centres' sizes (tiny, huge, mixed within a centre).
+template <class P>
+void exact_equals_float_on_the_same_values(double scale) {
+  const std::int64_t n = 3001, k = 300, d = 48;
+  std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 42);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] *= float(scale * (i % 7 == 0 ? 1e-3 : 1.0));
+  std::vector<float> raw = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 41);
+  for (float& v : raw) v *= float(std::min(scale, 1.0));  // within half's range
+  const std::vector<P> points = rounded_to<P>(raw);
+  const std::vector<float> same_values = widened(points);
+  const Outputs want = run(same_values, c, n, k, d, d, d), got = run(points, c, n, k, d, d, d);
+  const auto xn = sq_norms(same_values, n, d, d), cn = sq_norms(c, k, d, d);
+  const double max_cn = *std::max_element(cn.begin(), cn.end());
+  std::int64_t same = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    same += want.labels[i] == got.labels[i];
+    ASSERT_NEAR(want.dist[i], got.dist[i], 64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn))
+        << "scale " << scale << " point " << i;
+  }
+  // Both sides round only their sums (3xTF32 against three exact 16-bit products): ties within float
+  // round-off may go either way, nothing else.
+  EXPECT_GE(same, n - n / 200) << "scale " << scale;
+  std::printf("16-bit exact against float on the same values, centres scaled by %g: %lld of %lld labels equal\n", scale,
+              static_cast<long long>(same), static_cast<long long>(n));
+}
+
+TEST_F(Nearest, SixteenBitExactEqualsFloatOnTheSameValues) {
+  for (const double scale : {1.0, 0x1p-20, 0x1p+20}) {
+    exact_equals_float_on_the_same_values<__half>(scale);
+    exact_equals_float_on_the_same_values<__nv_bfloat16>(scale);
   }
 }
 

@@ -159,7 +159,8 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
 }
 
 /// 16-bit X (__half, __nv_bfloat16): the same fit as float on the same (widened) values, from the same
-/// centroids, on odd shapes, through the fused kernel (exact and fast math) and through cuBLAS.
+/// centroids, on odd shapes, through the fused kernel (exact and fast math; on the 16-bit rows themselves
+/// where d is a multiple of 8, otherwise on rows widened to float) and through cuBLAS.
 template <class H>
 void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
   Context& ctx = shared_context();
@@ -198,10 +199,12 @@ void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
 TEST_F(KmeansGpu, SixteenBitDataFitsLikeFloat) {
   sixteen_bit_fits_like_float<__half>(1001, 7, 3);      // few clusters, 4 slots
   sixteen_bit_fits_like_float<__half>(5003, 36, 130);   // the fused kernel on widened rows
+  sixteen_bit_fits_like_float<__half>(4099, 72, 200);   // the fused kernel on the 16-bit rows themselves
   sixteen_bit_fits_like_float<__half>(2003, 1601, 9);   // few clusters, centroids in two slices
   sixteen_bit_fits_like_float<__nv_bfloat16>(1001, 7, 3);
   sixteen_bit_fits_like_float<__nv_bfloat16>(3001, 129, 17);
   sixteen_bit_fits_like_float<__nv_bfloat16>(777, 64, 32);
+  sixteen_bit_fits_like_float<__nv_bfloat16>(3001, 64, 150);
 }
 
 /// The few-clusters kernel against exact distances in double on odd shapes (k = 1..32, d = 1..), with a

@@ -9,8 +9,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -75,20 +77,35 @@ TEST_F(ProtectGpu, CleanFitsSeeNoFaultAndMatchTheUnprotectedFit) {
   }
 }
 
-TEST_F(ProtectGpu, SixteenBitDataIsProtectedToo) {
-  const std::int64_t n = 3001, d = 33;
-  const int k = 5;
+/// A clean protected fit of 16-bit data sees no fault and gives the unprotected fit's labels: few clusters
+/// on rows widened to float, and many clusters through the fused kernel on the 16-bit rows themselves, whose
+/// fast mode rounds the centres to the data's type (the check's bound follows).
+template <class H>
+void sixteen_bit_fit_is_protected(std::int64_t n, std::int64_t d, int k, gemm::Math math) {
   const DeviceBuffer<float> x = blobs<float>(n, d, k);
   const std::vector<float> host = x.to_host();
-  std::vector<__half> half(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) half[i] = __float2half(host[i] / 16);
-  const DeviceBuffer<__half> xh(half);
+  std::vector<H> narrow(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) narrow[i] = H(host[i] / 16);
+  const DeviceBuffer<H> xh(narrow);
   Params p = protected_params(k);
-  const Result<float> guarded = fit<__half>(shared_context(), xh.data(), n, d, p);
+  p.math = math;
+  const Result<float> guarded = fit<H>(shared_context(), xh.data(), n, d, p);
   p.protect = false;
-  const Result<float> plain = fit<__half>(shared_context(), xh.data(), n, d, p);
-  EXPECT_EQ(0, guarded.protection.distance_detections + guarded.protection.sum_detections);
-  EXPECT_EQ(plain.labels, guarded.labels);
+  const Result<float> plain = fit<H>(shared_context(), xh.data(), n, d, p);
+  const std::string shape = std::string(std::is_same_v<H, __half> ? "half" : "bf16") + " n=" + std::to_string(n) +
+                            " d=" + std::to_string(d) + " k=" + std::to_string(k) +
+                            (math == gemm::Math::fast ? " fast" : " exact");
+  EXPECT_EQ(0, guarded.protection.distance_detections + guarded.protection.sum_detections) << shape;
+  EXPECT_LT(guarded.protection.max_clean_ratio, 1) << shape;
+  EXPECT_EQ(plain.labels, guarded.labels) << shape;
+}
+
+TEST_F(ProtectGpu, SixteenBitDataIsProtectedToo) {
+  sixteen_bit_fit_is_protected<__half>(3001, 33, 5, gemm::Math::exact);
+  for (const gemm::Math math : {gemm::Math::exact, gemm::Math::fast}) {
+    sixteen_bit_fit_is_protected<__half>(4099, 64, 150, math);
+    sixteen_bit_fit_is_protected<__nv_bfloat16>(4099, 64, 150, math);
+  }
 }
 
 /// Injects `target` faults from several seeds: each fault above its bound must be detected, and the fit

@@ -1,6 +1,7 @@
 // The nearest of k centres for each of n points by squared Euclidean distance, with the cross terms
-// x.c on the tensor cores (3xTF32: the accuracy of float arithmetic, or one TF32 product: Math) and the
-// argmin fused into the GEMM, so the n x k matrix of distances is never written. K-means with many clusters is compute
+// x.c on the tensor cores (Math: the accuracy of float arithmetic, or one TF32 / 16-bit product) and the
+// argmin fused into the GEMM, so the n x k matrix of distances is never written. Points are float, half
+// or bfloat16 (read as they are, multiplied by the tensor cores in their own type); centres are float. K-means with many clusters is compute
 // bound in that GEMM; writing and re-reading its result would add two passes over n x k values.
 //
 //   skinny::gemm::NearestArguments a;  a.x = dX; a.n = n; a.d = d; a.c = dC; a.k = k; ...
@@ -15,13 +16,19 @@
 
 namespace skinny::gemm {
 
-/// How the cross terms x.c are multiplied: exact (3xTF32 for float: the accuracy of float arithmetic) or
-/// fast (one TF32 product: a third of the tensor-core work, each product rounded to 11 significant bits,
-/// as TF32 GEMMs compute them; distances close to a tie can then pick the other centre).
+/// How the cross terms x.c are multiplied: exact (the accuracy of float arithmetic: 3xTF32 for float
+/// points; for 16-bit points, each centre a sum of three 16-bit parts, every product exact) or fast (one
+/// product per term: TF32 for float points, each product rounded to 11 significant bits as TF32 GEMMs
+/// compute them; for 16-bit points the centres rounded to the points' type, as 16-bit GEMMs take them;
+/// distances close to a tie can then pick the other centre).
 enum class Math { exact, fast };
 
+/// The points' element type.
+enum class Element { f32, f16, bf16 };
+
 struct NearestArguments {
-  const float* x = nullptr;  ///< n x d row-major points, leading dimension ldx (0: d)
+  const void* x = nullptr;  ///< n x d row-major points of type x_type, leading dimension ldx (0: d)
+  Element x_type = Element::f32;
   std::int64_t n = 0, d = 0, ldx = 0;
   const float* c = nullptr;  ///< k x d row-major centres, leading dimension ldc (0: d)
   std::int64_t k = 0, ldc = 0;
@@ -46,8 +53,9 @@ struct NearestArguments {
 };
 
 /// Whether nearest() can run these arguments on ctx's device, and if not, why: pointers non-null,
-/// n, d, k >= 1, k < 2^31, leading dimensions >= d, ldx a multiple of 4 and x 16-byte aligned (the
-/// points are read with 16-byte copies), compute capability >= 8.0 (TF32 tensor cores).
+/// n, d, k >= 1, k < 2^31, leading dimensions >= d, rows of 16 bytes' multiples (ldx a multiple of 4
+/// float or 8 16-bit elements) and x 16-byte aligned (the points are read with 16-byte copies), compute
+/// capability >= 8.0 (TF32, half and bfloat16 tensor cores).
 Support nearest_can_implement(const Context& ctx, const NearestArguments& args);
 
 /// Queues the labels and distances on ctx.stream() (scratch from ctx.workspace()). Deterministic:
