@@ -17,18 +17,17 @@
 //    per stage; three stages where a stage is at most 32 KB (two blocks per SM still fit), otherwise two.
 //    The pipeline runs across tile boundaries. The centres' parts are prepared once per call
 //    (centre_parts_kernel), so the ring holds them ready; float points are split as fragments are read.
-//  * Lane (g, t) reads the 16 bytes at slot t of each 4-slot k-group of its rows: for float, element e is
-//    the mma's inner index t (e even) or t + 4 (e odd) of k8 step e / 2; for 16-bit, registers 0, 1 are
-//    the first k16 step's inner 2t.. and 2t + 8.., registers 2, 3 the second's. Any order of the inner
-//    dimension gives the same dot product as long as both operands use it. With 8 slots a row, slots are
-//    swizzled by row parity so a quarter warp (rows g, g + 1) hits 32 distinct banks; with 4 the two rows
-//    are already 128 consecutive bytes.
+//  * Fragments come from shared memory by ldmatrix.x4 (four 8 x 8 matrices of 16-byte rows, already in the
+//    mma's register order: no moves before the tensor cores), both operands in the inner dimension's own
+//    order. Slot s of row r is stored at slot s ^ swizzle(r), so the 8 rows of a matrix hit 8 distinct
+//    bank groups.
 //  * Exact products of each k-group go into a fresh accumulator (the tensor cores add by truncation),
 //    added to the running sum by round-to-nearest float adds.
-//  * After a tile, each thread turns its 4 rows x 16 columns into distances; the minimum per row
-//    (ties: the lowest column) is combined over the lane quad by shuffles and kept per warp column
-//    in shared memory. At the end one 64-bit atomicMin per row and block on (ordered distance,
-//    column) gives the same result whatever the order blocks finish in.
+//  * After a tile, each thread turns its 4 rows x 16 columns into ||c||^2 - 2 x.c (one FMA each: ||x||^2
+//    is the same for the whole row and is added at the end), ||c||^2 coming with the tile's last stage;
+//    the minimum per row (ties: the lowest column) is combined over the lane quad by shuffles and kept
+//    per warp column in shared memory. At the end one 64-bit atomicMin per row and block on (ordered
+//    value, column) gives the same result whatever the order blocks finish in.
 #include "kernels/common.cuh"
 #include "tensor_core.cuh"
 
@@ -65,12 +64,16 @@ struct Ring {
   static constexpr int parts = is_float ? (kExact ? 2 : 1) : (kExact ? 3 : 1);
   static constexpr int ch = !is_float && kExact ? 4 : 8;  ///< slots per row and stage
   static constexpr int bk = ch * elems;                  ///< inner elements per stage
-  static constexpr int slots = (BM + parts * BN) * ch;   ///< per stage
-  static constexpr int stages = slots * 16 <= 32 * 1024 ? 3 : 2;
+  /// Per stage: the points, the centre parts, then (kTileSlots) the tile's ||c||^2 and unscale factors.
+  static constexpr int slots = (BM + parts * BN) * ch + 2 * BN / 4;
+  static constexpr int stages = slots * 16 <= 33 * 1024 ? 3 : 2;
   static constexpr std::size_t smem =
       std::size_t(stages) * slots * 16 + BM * WARPS_N * (sizeof(float) + sizeof(int) + sizeof(double));
   static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
   static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
+  /// Slot s of row r is stored at r * ch + (s ^ swizzle(r)): the 8 rows an 8 x 8 ldmatrix reads (16 bytes
+  /// each, one slot) then fall in 8 distinct bank groups.
+  __device__ static constexpr int swizzle(int r) { return ch == 8 ? (r & 7) : ((r >> 1) & 3); }
 };
 
 struct Params {
@@ -80,7 +83,6 @@ struct Params {
   std::int64_t part_stride;  ///< elements between parts
   const float* c_unscale;    ///< 16-bit exact: per centre, the inverse of the power of two its parts carry
   std::int64_t ldi, k;
-  const float* xn;
   const float* cn;
   unsigned long long* keys;  ///< per point: (ordered distance << 32) | centre, min over blocks
   int tiles_per_split;
@@ -178,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   const std::int64_t tiles = (p.k + BN - 1) / BN;
   const std::int64_t tile_begin = static_cast<std::int64_t>(blockIdx.y) * p.tiles_per_split;
   const std::int64_t tile_end = min(tiles, tile_begin + p.tiles_per_split);
-  const std::int64_t ksteps = (p.d + R::bk - 1) / R::bk;
+  const int ksteps = static_cast<int>((p.d + R::bk - 1) / R::bk);
   const std::int64_t nsteps = (tile_end - tile_begin) * ksteps;
 
   for (int i = tid; i < BM * WARPS_N; i += kThreads) {
@@ -192,29 +194,47 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   // copy nothing (zeros) and are never reported.
   constexpr int kCopies = BM * CH / kThreads;
   constexpr int kRowStep = kThreads / CH;  // rows between a thread's copies (even: same parity for all)
+  constexpr int kTileSlots = (BM + R::parts * BN) * CH;  // where a stage's ||c||^2 and unscale factors start
   const int piece = tid % CH, rc = tid / CH;
   const std::int64_t rows_left = p.n - row0 - rc;  // copy i is inside X when i * kRowStep < rows_left
   const T* x = static_cast<const T*>(p.x);
   const T* parts = static_cast<const T*>(p.c_parts);
   const T* x_base = x + (rows_left > 0 ? (row0 + rc) * p.ldx : 0);
-  const int slot0 = rc * CH + (CH == 8 ? piece ^ ((rc & 1) << 2) : piece);
-  auto issue = [&](std::int64_t step, int buf) {
-    const std::int64_t tile = tile_begin + step / ksteps;
-    const std::int64_t kofs = (step % ksteps) * R::bk + piece * R::elems;
+  const std::int64_t x_row_step = kRowStep * p.ldx, c_row_step = kRowStep * p.ldi;
+  const int slot0 = rc * CH + (piece ^ R::swizzle(rc));  // kRowStep keeps the swizzle of every copy
+  // The next stage to copy, (tile, k-step), advanced one step at a time: no 64-bit divisions in the loop.
+  std::int64_t next_tile = tile_begin;
+  int next_k = 0;
+  auto issue_next = [&](int buf) {
+    const std::int64_t tile = next_tile;
+    const std::int64_t kofs = static_cast<std::int64_t>(next_k) * R::bk + piece * R::elems;
     const std::int64_t left = p.d - kofs;
     const int bytes = left <= 0 ? 0 : (left >= R::elems ? 16 : static_cast<int>(left * sizeof(T)));
     uint4* xs = ring + buf * R::slots + slot0;
     const std::int64_t col0 = tile * BN + rc;
+    const T* x_at = x_base + kofs;
+    const std::int64_t c_at = col0 * p.ldi + kofs;
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       const bool xv = i * kRowStep < rows_left && bytes > 0;
-      cp_async<16>(xs + i * kRowStep * CH, xv ? x_base + i * kRowStep * p.ldx + kofs : x, xv ? bytes : 0);
-      const std::int64_t col = col0 + i * kRowStep;
-      const bool cv = col < p.k && bytes > 0;
-      const std::int64_t off = cv ? col * p.ldi + kofs : 0;
+      cp_async<16>(xs + i * kRowStep * CH, xv ? x_at + i * x_row_step : x, xv ? bytes : 0);
+      const bool cv = col0 + i * kRowStep < p.k && bytes > 0;
+      const std::int64_t off = cv ? c_at + i * c_row_step : 0;
 #pragma unroll
       for (int q = 0; q < R::parts; ++q)
         cp_async<16>(xs + (BM + q * BN) * CH + i * kRowStep * CH, parts + q * p.part_stride + off, cv ? bytes : 0);
+    }
+    // The tile's last stage also brings its ||c||^2 (and, 16-bit exact, unscale factors) for the epilogue,
+    // which reads them while that stage is still in hand. Zeros past k: the epilogue masks them.
+    if (next_k == ksteps - 1 && tid < (!R::is_float && kExact ? 2 : 1) * BN) {
+      const std::int64_t col = tile * BN + tid % BN;
+      const float* src = tid < BN ? p.cn : p.c_unscale;
+      cp_async<4>(reinterpret_cast<float*>(ring + buf * R::slots + kTileSlots) + tid, col < p.k ? src + col : p.cn,
+                  col < p.k ? 4 : 0);
+    }
+    if (++next_k == ksteps) {
+      next_k = 0;
+      ++next_tile;
     }
   };
 
@@ -229,64 +249,83 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   };
   clear();
 
-  const int swz = CH == 8 ? (gq & 1) << 2 : 0;  // rows and columns g, g + 8 of every tile share g's parity
+  // ldmatrix addresses: lane l gives row l % 8 of matrix l / 8. A (the points): matrices (rows 0-7, slot
+  // 2j), (rows 8-15, 2j), (rows 0-7, 2j + 1), (rows 8-15, 2j + 1) of an m16 tile are the fragment of k-step j
+  // (a0..a3, in order). B (the centres): matrices slots 4u..4u + 3 of an n8 tile are b0, b1 of k-steps 2u
+  // and 2u + 1. A k-step is 8 inner float elements (m16n8k8, TF32) or 16 16-bit ones (m16n8k16).
+  // The rows a lane addresses differ by multiples of 8 and share one swizzle; slots 4u + 2j + lmat / 2 (A) and
+  // 4u + lmat (B) are those of even bases plus lmat's bits, so their swizzled slots are the base XOR a mask.
+  const int lrow = lane & 7, lmat = lane >> 3, lswz = R::swizzle(lrow);
+  const std::uint32_t a_lane = 16u * ((wm * (BM / WARPS_M) + (lmat & 1) * 8 + lrow) * CH);
+  const std::uint32_t b_lane = 16u * ((BM + wn * (BN / WARPS_N) + lrow) * CH);  // the centres follow the points
+  const int a_mask = (lmat >> 1) ^ lswz, b_mask = lmat ^ lswz;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nsteps) issue(s, s);
+    if (s < nsteps) issue_next(s);
     cp_async_commit();
   }
+  int buf = 0, k_in_tile = 0;  // the stage in hand, and its k-step within the tile
+  std::int64_t tile = tile_begin;
   for (std::int64_t step = 0; step < nsteps; ++step) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
-    if (step + kStages - 1 < nsteps) issue(step + kStages - 1, static_cast<int>((step + kStages - 1) % kStages));
+    if (step + kStages - 1 < nsteps) issue_next(buf == 0 ? kStages - 1 : buf - 1);
     cp_async_commit();
 
-    const uint4* xs = ring + (step % kStages) * R::slots;
-    const uint4* cs = xs + BM * CH;  // part q of centre column `col` at cs[(q * BN + col) * CH + slot]
+    const uint4* xs = ring + buf * R::slots;
+    buf = buf + 1 == kStages ? 0 : buf + 1;
+    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
 #pragma unroll
     for (int u = 0; u < CH / 4; ++u) {
-      const int pc = (4 * u + tq) ^ swz;
-      if constexpr (R::is_float) {
-        Tf32Pair a[MT][2][4];  // [m16 tile][row g, g + 8][element]
+      uint4 a[MT][2];  // [m16 tile][k-step 2u, 2u + 1]: a0..a3
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const int r = wm * (BM / WARPS_M) + mt * 16 + gq;
-          split_tf32(reinterpret_cast<const float4&>(xs[r * CH + pc]), a[mt][0]);
-          split_tf32(reinterpret_cast<const float4&>(xs[(r + 8) * CH + pc]), a[mt][1]);
-        }
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          a[mt][j] = ldmatrix_x4(base + a_lane + 16u * (mt * 16 * CH + ((4 * u + 2 * j) ^ a_mask)));
+      // The centres' part q of n8 tile nt: b0, b1 of k-steps 2u and 2u + 1.
+      const auto centres = [&](int q, int nt) {
+        return ldmatrix_x4(base + b_lane + 16u * ((q * BN + nt * 8) * CH + ((4 * u) ^ b_mask)));
+      };
+      if constexpr (R::is_float) {
+        Tf32Pair ag[MT][4], ag8[MT][4];  // rows g, g + 8; element e: k-step e / 2, inner t (e even) or t + 4
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            ag[mt][2 * j] = split_tf32(__uint_as_float(a[mt][j].x));
+            ag8[mt][2 * j] = split_tf32(__uint_as_float(a[mt][j].y));
+            ag[mt][2 * j + 1] = split_tf32(__uint_as_float(a[mt][j].z));
+            ag8[mt][2 * j + 1] = split_tf32(__uint_as_float(a[mt][j].w));
+          }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
-          const float4 h = reinterpret_cast<const float4&>(cs[col * CH + pc]);
+          const uint4 hb = centres(0, nt);
+          const float4 h = make_float4(__uint_as_float(hb.x), __uint_as_float(hb.y), __uint_as_float(hb.z),
+                                       __uint_as_float(hb.w));
           if constexpr (kExact) {
-            const float4 l = reinterpret_cast<const float4&>(cs[(BN + col) * CH + pc]);
+            const uint4 lb = centres(1, nt);
+            const float4 l = make_float4(__uint_as_float(lb.x), __uint_as_float(lb.y), __uint_as_float(lb.z),
+                                         __uint_as_float(lb.w));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               float dk[4];
-              k_group_3xtf32(dk, a[mt][0], a[mt][1], h, l);
+              k_group_3xtf32(dk, ag[mt], ag8[mt], h, l);
 #pragma unroll
               for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
             }
           } else {
             // One TF32 product per k8 step, accumulated in the tensor cores as TF32 GEMMs do.
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) k_group_tf32(acc[mt][nt], a[mt][0], a[mt][1], h);
+            for (int mt = 0; mt < MT; ++mt) k_group_tf32(acc[mt][nt], ag[mt], ag8[mt], h);
           }
         }
       } else {
-        uint4 a[MT][2];  // [m16 tile][row g, g + 8]: 8 elements each, used as they are
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const int r = wm * (BM / WARPS_M) + mt * 16 + gq;
-          a[mt][0] = xs[r * CH + pc];
-          a[mt][1] = xs[(r + 8) * CH + pc];
-        }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const int col = wn * (BN / WARPS_N) + nt * 8 + gq;
           if constexpr (kExact) {
             // The small parts first, into a fresh accumulator: x lo + x mid + x hi, each product exact.
-            const uint4 hi = cs[col * CH + pc], mid = cs[(BN + col) * CH + pc], lo = cs[(2 * BN + col) * CH + pc];
+            const uint4 hi = centres(0, nt), mid = centres(1, nt), lo = centres(2, nt);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               float dk[4] = {0.f, 0.f, 0.f, 0.f};
@@ -297,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
               for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
             }
           } else {
-            const uint4 b = cs[col * CH + pc];
+            const uint4 b = centres(0, nt);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) k_group_16bit<T>(acc[mt][nt], a[mt][0], a[mt][1], b);
           }
@@ -305,22 +344,32 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
       }
     }
 
-    if (step % ksteps != ksteps - 1) continue;
+    if (++k_in_tile < ksteps) continue;
+    k_in_tile = 0;
     // The tile is complete: acc[mt][nt][2h + c] is row 16 mt + g + 8h, column 8 nt + 2t + c of the
     // warp's part.
-    const std::int64_t tile = tile_begin + step / ksteps;
+    // This thread's 16 columns: their ||c||^2 from the stage in hand, +infinity past k (never nearer).
+    const std::int64_t col0 = tile * BN + wn * (BN / WARPS_N) + 2 * tq;
+    const float* tile_cn = reinterpret_cast<const float*>(xs + kTileSlots);
+    float cn[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float2 v = reinterpret_cast<const float2*>(tile_cn)[(wn * (BN / WARPS_N) + nt * 8 + 2 * tq) / 2];
+      cn[nt][0] = col0 + nt * 8 < p.k ? v.x : INFINITY;
+      cn[nt][1] = col0 + nt * 8 + 1 < p.k ? v.y : INFINITY;
+    }
     if constexpr (!R::is_float && kExact) {  // undo the centres' powers of two (exact: no rounding)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt) {
+        const float2 u = reinterpret_cast<const float2*>(tile_cn + BN)[(wn * (BN / WARPS_N) + nt * 8 + 2 * tq) / 2];
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const std::int64_t col = tile * BN + wn * (BN / WARPS_N) + nt * 8 + 2 * tq + c;
-          const float unscale = col < p.k ? p.c_unscale[col] : 0.f;
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) acc[mt][nt][2 * h + c] *= unscale;
-        }
+          for (int h = 0; h < 2; ++h) {
+            acc[mt][nt][2 * h] *= u.x;
+            acc[mt][nt][2 * h + 1] *= u.y;
+          }
+      }
     }
     if (kFault && p.fault_row >= row0 && p.fault_row < row0 + BM && p.fault_col / BN == tile) {
       // An injected fault in this block's tile (rare, block-uniform): its holder flips the bit in place.
@@ -340,28 +389,28 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
                 p.fault_values[1] = term;
               }
     }
+    // Per row, the smallest ||c||^2 - 2 x.c (||x||^2 is the row's own: finish_kernel adds it). Columns come
+    // in increasing order, so a strict < keeps the lowest of tied columns.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
-        const float xn = row0 + r < p.n ? p.xn[row0 + r] : 0.f;
         float bv = INFINITY;
-        int bj = INT_MAX;
+        int bj = -1;
         float lane_sum = 0;  // this lane's 16 terms of the row (for the checksum test)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
-            const std::int64_t col = tile * BN + wn * (BN / WARPS_N) + nt * 8 + 2 * tq + c;
-            if (col >= p.k) continue;
-            const float dist = xn + p.cn[col] - 2.f * acc[mt][nt][2 * h + c];
-            if (kRowSums) lane_sum += acc[mt][nt][2 * h + c];
-            if (better(dist, static_cast<int>(col), bv, bj)) {
-              bv = dist;
-              bj = static_cast<int>(col);
+            const float v = fmaf(-2.f, acc[mt][nt][2 * h + c], cn[nt][c]);
+            if (kRowSums && cn[nt][c] != INFINITY) lane_sum += acc[mt][nt][2 * h + c];
+            if (v < bv) {
+              bv = v;
+              bj = nt * 8 + c;
             }
           }
+        bj = bj < 0 ? INT_MAX : static_cast<int>(col0 + bj);
         if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
           double rs = lane_sum;
           rs += __shfl_xor_sync(0xffffffffu, rs, 1);
@@ -384,6 +433,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
         }
       }
     clear();
+    ++tile;
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -409,17 +459,17 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   }
 }
 
-/// Keys -> labels and distances clamped at 0. A point whose distances were all NaN keeps the
-/// initial all-ones key: label 0, distance NaN.
-__global__ void finish_kernel(const unsigned long long* __restrict__ keys, std::int64_t n,
-                              std::int32_t* __restrict__ labels, float* __restrict__ sq_distances) {
+/// Keys -> labels and distances (||x||^2 plus the key's ||c||^2 - 2 x.c) clamped at 0. A point whose
+/// distances were all NaN keeps the initial all-ones key: label 0, distance NaN.
+__global__ void finish_kernel(const unsigned long long* __restrict__ keys, const float* __restrict__ x_sq_norms,
+                              std::int64_t n, std::int32_t* __restrict__ labels, float* __restrict__ sq_distances) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const unsigned long long key = keys[i];
     const bool none = key == ~0ull;
     if (labels) labels[i] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
     if (sq_distances) {
-      const float v = none ? NAN : from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
+      const float v = none ? NAN : x_sq_norms[i] + from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
       sq_distances[i] = v > 0.f ? v : (v == v ? 0.f : v);
     }
   }
@@ -488,7 +538,7 @@ void launch_nearest(Context& ctx, const NearestArguments& a, unsigned long long*
   const std::int64_t tiles_per_split = ceil_div(tiles, split);
   split = ceil_div(tiles, tiles_per_split);
 
-  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, parts, part_stride, unscale, ldi, a.k, a.x_sq_norms, a.c_sq_norms, keys,
+  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, parts, part_stride, unscale, ldi, a.k, a.c_sq_norms, keys,
            static_cast<int>(tiles_per_split), a.row_sums, a.row_sums ? a.fault_row : -1, a.fault_col,
            a.fault_bit, a.fault_values};
   if (a.row_sums)
@@ -525,7 +575,7 @@ void nearest_of(Context& ctx, const NearestArguments& a) {
   else launch_nearest<T, false>(ctx, a, keys, ws + keys_bytes);
   const int sms = ctx.properties().multiProcessorCount;
   const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
-  finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.n, a.labels, a.sq_distances);
+  finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.x_sq_norms, a.n, a.labels, a.sq_distances);
   SKINNY_CHECK_LAUNCH();
 }
 

@@ -117,13 +117,24 @@ __device__ __forceinline__ void mma_16bit(float (&d)[4], std::uint32_t a0, std::
 #endif
 }
 
-/// d += A B over one k-group of 32 inner elements in T: a (rows g, g + 8) and b (column g) hold this lane's 8
-/// elements each, registers 0, 1 the first k16 step (inner 2t.., 2t + 8..), 2, 3 the second; any order of the
-/// inner dimension gives the same product as long as both operands use it.
+/// d += A B over two k16 steps in T: a0 and a1 the A fragments (a0..a3 of m16n8k16) of the two steps, b their
+/// B fragments (b0, b1 of the first step, then of the second), as ldmatrix.x4 leaves them.
 template <class T>
-__device__ __forceinline__ void k_group_16bit(float (&d)[4], const uint4& ag, const uint4& ag8, const uint4& b) {
-  mma_16bit<T>(d, ag.x, ag8.x, ag.y, ag8.y, b.x, b.y);
-  mma_16bit<T>(d, ag.z, ag8.z, ag.w, ag8.w, b.z, b.w);
+__device__ __forceinline__ void k_group_16bit(float (&d)[4], const uint4& a0, const uint4& a1, const uint4& b) {
+  mma_16bit<T>(d, a0.x, a0.y, a0.z, a0.w, b.x, b.y);
+  mma_16bit<T>(d, a1.x, a1.y, a1.z, a1.w, b.z, b.w);
+}
+
+/// Four 8 x 8 matrices of 16-bit elements (or 8 x 4 of 32-bit ones) from shared memory: lane l gives the
+/// address of row l % 8 of matrix l / 8 and receives, per matrix, the 4 bytes at row l / 4, bytes
+/// 4 (l % 4)..: the mma fragments' layout.
+__device__ __forceinline__ uint4 ldmatrix_x4(std::uint32_t shared_address) {
+  uint4 r;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "r"(shared_address)
+               : "memory");
+  return r;
 }
 
 /// d += A (8 x 4) * B (4 x 8), double.
