@@ -6,8 +6,8 @@
 //    points alone cannot fill the GPU: grid y). Per tile, 8 warps (4 along points x 2 along centres)
 //    each compute a 32 x 64 product:
 //      - float points: mma.m16n8k8 in 3xTF32 (tensor_core.cuh), float accuracy (Math::exact), or in one
-//        TF32 product (Math::fast: a third of the tensor-core work, products rounded to TF32's 11 bits,
-//        as TF32 GEMMs and flash-kmeans compute them);
+//        TF32 product (Math::fast: a third of the tensor-core work, as TF32 GEMMs and flash-kmeans compute
+//        them: centres rounded to TF32, points truncated to it by the tensor cores);
 //      - half or bfloat16 points: mma.m16n8k16 in their own type, at twice TF32's rate and with half the
 //        bytes to read. Math::fast rounds the centres to that type (as 16-bit GEMMs take them);
 //        Math::exact writes each centre, scaled by a power of two, as the sum of three 16-bit parts (24
@@ -183,11 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   const int ksteps = static_cast<int>((p.d + R::bk - 1) / R::bk);
   const std::int64_t nsteps = (tile_end - tile_begin) * ksteps;
 
-  for (int i = tid; i < BM * WARPS_N; i += kThreads) {
-    best_val[i] = INFINITY;
-    best_col[i] = INT_MAX;
-    row_sum[i] = 0;
-  }
+  for (int i = tid; i < BM * WARPS_N; i += kThreads) row_sum[i] = 0;  // best_val, best_col: written at the end
 
   // Copies of a thread: rows tid / CH + kRowStep i of each tile, always slot tid % CH of the row, so the
   // inner offset and the bytes left at the edge are the same for all of them. Rows past the edge
@@ -238,6 +234,15 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     }
   };
 
+  float best_v[MT][2];  // per row of this lane (m16 tile, g or g + 8): the best value and column so far
+  int best_j[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      best_v[mt][h] = INFINITY;
+      best_j[mt][h] = INT_MAX;
+    }
   float acc[MT][NT][4];
   auto clear = [&] {
 #pragma unroll
@@ -288,15 +293,22 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
         return ldmatrix_x4(base + b_lane + 16u * ((q * BN + nt * 8) * CH + ((4 * u) ^ b_mask)));
       };
       if constexpr (R::is_float) {
-        Tf32Pair ag[MT][4], ag8[MT][4];  // rows g, g + 8; element e: k-step e / 2, inner t (e even) or t + 4
+        // Rows g, g + 8; element e: k-step e / 2, inner t (e even) or t + 4. Exact products split the points
+        // into TF32 halves; one product reads their float bits as they are (the tensor cores ignore the low 13
+        // bits: each point element truncated to TF32).
+        Tf32Pair ag[MT][4], ag8[MT][4];
+        const auto operand = [](std::uint32_t bits) {
+          if constexpr (kExact) return split_tf32(__uint_as_float(bits));
+          else return Tf32Pair{bits, 0u};
+        };
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int j = 0; j < 2; ++j) {
-            ag[mt][2 * j] = split_tf32(__uint_as_float(a[mt][j].x));
-            ag8[mt][2 * j] = split_tf32(__uint_as_float(a[mt][j].y));
-            ag[mt][2 * j + 1] = split_tf32(__uint_as_float(a[mt][j].z));
-            ag8[mt][2 * j + 1] = split_tf32(__uint_as_float(a[mt][j].w));
+            ag[mt][2 * j] = operand(a[mt][j].x);
+            ag8[mt][2 * j] = operand(a[mt][j].y);
+            ag[mt][2 * j + 1] = operand(a[mt][j].z);
+            ag8[mt][2 * j + 1] = operand(a[mt][j].w);
           }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -389,15 +401,16 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
                 p.fault_values[1] = term;
               }
     }
-    // Per row, the smallest ||c||^2 - 2 x.c (||x||^2 is the row's own: finish_kernel adds it). Columns come
-    // in increasing order, so a strict < keeps the lowest of tied columns.
+    // Per row, the smallest ||c||^2 - 2 x.c over this lane's columns so far (||x||^2 is the row's own:
+    // finish_kernel adds it). Columns come in increasing order, so a strict < keeps the lowest of tied ones;
+    // lanes and warps combine their minima once, after the last tile.
+    const int colb = static_cast<int>(col0);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
-        float bv = INFINITY;
-        int bj = -1;
+        float bv = best_v[mt][h];
+        int bj = best_j[mt][h];
         float lane_sum = 0;  // this lane's 16 terms of the row (for the checksum test)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -407,34 +420,44 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
             if (kRowSums && cn[nt][c] != INFINITY) lane_sum += acc[mt][nt][2 * h + c];
             if (v < bv) {
               bv = v;
-              bj = nt * 8 + c;
+              bj = colb + nt * 8 + c;
             }
           }
-        bj = bj < 0 ? INT_MAX : static_cast<int>(col0 + bj);
+        best_v[mt][h] = bv;
+        best_j[mt][h] = bj;
         if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
           double rs = lane_sum;
           rs += __shfl_xor_sync(0xffffffffu, rs, 1);
           rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+          const int r = wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
           if (tq == 0) row_sum[r * WARPS_N + wn] += rs;
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-          const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-          const int oj = __shfl_xor_sync(0xffffffffu, bj, off);
-          if (better(ov, oj, bv, bj)) {
-            bv = ov;
-            bj = oj;
-          }
-        }
-        // Slot (r, wn) belongs to lane t = 0 of this warp alone: no barrier needed until the end.
-        if (tq == 0 && better(bv, bj, best_val[r * WARPS_N + wn], best_col[r * WARPS_N + wn])) {
-          best_val[r * WARPS_N + wn] = bv;
-          best_col[r * WARPS_N + wn] = bj;
         }
       }
     clear();
     ++tile;
   }
+  // Each row's minimum over the lane quad, then (below) over the warp columns.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float bv = best_v[mt][h];
+      int bj = best_j[mt][h];
+#pragma unroll
+      for (int off = 1; off < 4; off <<= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+        const int oj = __shfl_xor_sync(0xffffffffu, bj, off);
+        if (better(ov, oj, bv, bj)) {
+          bv = ov;
+          bj = oj;
+        }
+      }
+      const int r = wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
+      if (tq == 0) {
+        best_val[r * WARPS_N + wn] = bv;
+        best_col[r * WARPS_N + wn] = bj;
+      }
+    }
   cp_async_wait<0>();
   __syncthreads();
   for (int r = tid; r < BM; r += kThreads) {
@@ -490,7 +513,8 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (a.n < 1 || a.d < 1 || a.k < 1)
     return Support::no("nearest: need n, d, k >= 1 (got n = " + to_string(a.n) + ", d = " + to_string(a.d) +
                        ", k = " + to_string(a.k) + ")");
-  if (a.k > INT32_MAX) return Support::no("nearest: k = " + to_string(a.k) + " exceeds 2^31 - 1 (labels are 32-bit)");
+  if (a.k > INT32_MAX - detail::BN)
+    return Support::no("nearest: k = " + to_string(a.k) + " exceeds 2^31 - 129 (labels and column indices are 32-bit)");
   const std::int64_t ldx = a.ldx ? a.ldx : a.d, ldc = a.ldc ? a.ldc : a.d;
   if (ldx < a.d || ldc < a.d)
     return Support::no("nearest: leading dimensions must be >= d = " + to_string(a.d) + " (got ldx = " +

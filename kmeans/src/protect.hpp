@@ -45,9 +45,10 @@ constexpr double unit_roundoff() {
   return sizeof(C) == 8 ? 0x1p-53 : 0x1p-24;
 }
 
-/// Unit round-off of one TF32 product (Math::fast in the fused kernel): 11 significant bits. Half points
-/// multiplied natively in fast mode round the centres to half's 11 bits too.
-constexpr double kTf32Roundoff = 0x1p-11;
+/// Unit round-off of one TF32 product (Math::fast in the fused kernel): 11 significant bits, the points
+/// truncated (2^-10) and the centres rounded to them. Half points multiplied natively in fast mode round
+/// the centres to half's 11 bits (2^-11): the same bound covers them.
+constexpr double kTf32Roundoff = 0x1p-10;
 /// bfloat16 points multiplied natively in fast mode: the centres rounded to bfloat16's 8 significant bits.
 constexpr double kBf16Roundoff = 0x1p-8;
 

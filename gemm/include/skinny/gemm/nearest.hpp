@@ -53,7 +53,7 @@ struct NearestArguments {
 };
 
 /// Whether nearest() can run these arguments on ctx's device, and if not, why: pointers non-null,
-/// n, d, k >= 1, k < 2^31, leading dimensions >= d, rows of 16 bytes' multiples (ldx a multiple of 4
+/// n, d, k >= 1, k <= 2^31 - 129, leading dimensions >= d, rows of 16 bytes' multiples (ldx a multiple of 4
 /// float or 8 16-bit elements) and x 16-byte aligned (the points are read with 16-byte copies), compute
 /// capability >= 8.0 (TF32, half and bfloat16 tensor cores).
 Support nearest_can_implement(const Context& ctx, const NearestArguments& args);
