@@ -104,15 +104,35 @@ constexpr gemm::Element element_of() {
   else return gemm::Element::f32;
 }
 
-/// Whether gemm::nearest can run the n x d points: read as they are (`native`: float, or 16-bit rows of
-/// 16 bytes' multiples, multiplied in their own type) or, for 16-bit data, widened to float rows in a
-/// buffer of ours.
+/// Whether `bytes` more fit in the device's free memory, leaving room for the library's scratch.
+bool fits_in_free_memory(std::size_t bytes) {
+  std::size_t free = 0, total = 0;
+  SKINNY_CUDA_TRY(cudaMemGetInfo(&free, &total));
+  const std::size_t headroom = std::max<std::size_t>(std::size_t(512) << 20, total / 20);
+  return free > headroom && bytes <= free - headroom;
+}
+
+/// Leading dimension of X's rows as gemm::nearest reads them in their own type: whole 16-byte copies.
 template <class T>
-bool nearest_runs(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, bool native) {
+std::int64_t nearest_row(std::int64_t d) {
+  constexpr std::int64_t per_copy = 16 / static_cast<std::int64_t>(sizeof(T));
+  return (d + per_copy - 1) / per_copy * per_copy;
+}
+
+/// Whether X's own rows are whole, aligned 16-byte copies (otherwise fit reads a padded copy of X).
+template <class T>
+bool rows_fit_nearest(const T* x, std::int64_t d) {
+  return nearest_row<T>(d) == d && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+}
+
+/// Whether gemm::nearest can run the n x d points: in their own type (`native`: float or 16-bit, rows padded
+/// to 16-byte copies) or, for 16-bit data, widened to float rows in a buffer of ours.
+template <class T>
+bool nearest_runs(const Context& ctx, std::int64_t n, std::int64_t d, std::int64_t k, bool native) {
   gemm::NearestArguments a;
-  a.x = native ? static_cast<const void*>(x) : placeholder<float>();
+  a.x = placeholder<float>();
   a.x_type = native ? element_of<T>() : gemm::Element::f32;
-  a.ldx = native ? 0 : padded_row(d);
+  a.ldx = native ? nearest_row<T>(d) : padded_row(d);
   a.n = n;
   a.d = d;
   a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
@@ -121,12 +141,22 @@ bool nearest_runs(const Context& ctx, const T* x, std::int64_t n, std::int64_t d
   return static_cast<bool>(gemm::nearest_can_implement(ctx, a));
 }
 
+/// Whether gemm::nearest reads X in its own type: X itself, or (`copy_allowed`, fit) a copy of X with rows
+/// padded to 16-byte copies, made once per fit where it fits in free memory.
+template <class T>
+bool nearest_reads_natively(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                            bool copy_allowed) {
+  if (!nearest_runs<T>(ctx, n, d, k, true)) return false;
+  return rows_fit_nearest(x, d) ||
+         (copy_allowed && fits_in_free_memory(static_cast<std::size_t>(n * nearest_row<T>(d)) * sizeof(T)));
+}
+
 /// Whether the assignment runs through gemm::nearest (float or 16-bit data, automatic, enough clusters
 /// (any number for 16-bit data, which has no faster tall-skinny path), a shape it can do) rather than a
-/// GEMM through `backend` and the argmin.
+/// GEMM through `backend` and the argmin. `copy_allowed`: X's rows may be read from a padded copy (fit).
 template <class T>
 bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                      gemm::Algo backend, gemm::Math math) {
+                      gemm::Algo backend, gemm::Math math, bool copy_allowed = true) {
   if constexpr (std::is_same_v<T, double>) {
     return false;
   } else {
@@ -134,7 +164,8 @@ bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64
                                : math == gemm::Math::fast ? kFusedFastMinClusters
                                                           : kFusedMinClusters;
     if (backend != gemm::Algo::automatic || k < min_k) return false;
-    return nearest_runs(ctx, x, n, d, k, true) || (detail::is_16bit<T> && nearest_runs(ctx, x, n, d, k, false));
+    return nearest_reads_natively(ctx, x, n, d, k, copy_allowed) ||
+           (detail::is_16bit<T> && nearest_runs<T>(ctx, n, d, k, false));
   }
 }
 
@@ -159,13 +190,27 @@ bool one_pass_pays(std::int64_t d, std::int64_t k) {
   return detail::is_16bit<T> || (k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims);
 }
 
-/// Whether the assignment reads X once (automatic backend, k <= 32): through detail::few_nearest, or in a
-/// fit that the one-pass rule above admits, through detail::assign_and_sum, which also forms the update's
-/// sums. Every 16-bit problem (the GEMMs would widen X to float first); float where the one pass pays.
+/// Most clusters for which 16-bit data takes the few-clusters kernels, and from how many dimensions: below,
+/// or with more clusters, gemm::nearest on the 16-bit rows is faster (H100, 2^20 points, ms per iteration,
+/// few-clusters kernels at k = 16 against gemm::nearest at k = 128, half: d = 2 0.56 / 0.33, d = 16 0.65 /
+/// 0.38, d = 128 0.82 / 0.46, d = 512 1.74 / 1.04; at k = 2: d = 16 0.64 / 0.38 (nearest at k = 128), d = 128
+/// 0.47 / 0.46, d = 512 0.85 / 1.04; bench/results/h100/2026-11-27_kmeans-16bit).
+constexpr std::int64_t kFewClusters16BitMax = 8;
+constexpr std::int64_t kFewClusters16BitMinDims = 128;
+
+/// Whether the assignment reads X once (automatic backend, few clusters): through detail::few_nearest, or in
+/// a fit that the one-pass rule above admits, through detail::assign_and_sum, which also forms the update's
+/// sums. 16-bit data with at most kFewClusters16BitMax clusters and kFewClusters16BitMinDims dimensions, or
+/// whose rows gemm::nearest cannot read (the GEMMs would widen X to float first); float where the one pass
+/// pays.
 template <class T>
-bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend) {
+bool few_clusters_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                             gemm::Algo backend) {
   if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
-  return detail::is_16bit<T> || (one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k));
+  if constexpr (detail::is_16bit<T>)
+    return (k <= kFewClusters16BitMax && d >= kFewClusters16BitMinDims) ||
+           !nearest_reads_natively(ctx, x, n, d, k, true);
+  return one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k);
 }
 
 /// Fewest points for the column-major copy of X: below, the tall-skinny kernels' column-major path has
@@ -174,13 +219,6 @@ bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::A
 /// 0.186 / 0.132 ms, 65536 0.405 / 0.445 ms, 262144 1.511 / 1.691 ms).
 constexpr std::int64_t kColumnCopyMinPoints = 65536;
 
-/// Whether `bytes` more fit in the device's free memory, leaving room for the library's scratch.
-bool fits_in_free_memory(std::size_t bytes) {
-  std::size_t free = 0, total = 0;
-  SKINNY_CUDA_TRY(cudaMemGetInfo(&free, &total));
-  const std::size_t headroom = std::max<std::size_t>(std::size_t(512) << 20, total / 20);
-  return free > headroom && bytes <= free - headroom;
-}
 
 /// The assignment step: either the fused kernel over all points, or, over chunks of rows, cross terms
 /// through the gemm backend (on X, or on its column-major copy xt when set) and then the argmin. 16-bit
@@ -198,8 +236,11 @@ struct Assigner {
   gemm::Algo backend;
   gemm::Math math;
   bool fused;
-  /// 16-bit data read by the fused kernel as it is (no widened copy): its rows are whole 16-byte copies.
-  bool native16;
+  /// The fused kernel reads the points in their own type (float, or 16-bit without a widened copy): X
+  /// itself, or `padded`, X with its rows padded to whole 16-byte copies, made once here; ldn: their stride.
+  bool native;
+  DeviceBuffer<T> padded;
+  std::int64_t ldn = 0;
   std::int64_t rows;  ///< per chunk
   std::int64_t ldw = 0;
   DeviceBuffer<C> g;
@@ -222,9 +263,17 @@ struct Assigner {
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
         fused(fused_assignment(c, x_, n_, d_, k_, b, m)),
-        native16(detail::is_16bit<T> && fused && nearest_runs(c, x_, n_, d_, k_, true)),
-        few(!protect && few_clusters_assignment(x_, d_, k_, b)) {
-    if (few || native16) {
+        native(fused && nearest_reads_natively(c, x_, n_, d_, k_, true)),
+        few(!protect && few_clusters_assignment(c, x_, n_, d_, k_, b)) {
+    ldn = d;
+    if (native && !few && !rows_fit_nearest(x, d)) {
+      ldn = nearest_row<T>(d);
+      padded = DeviceBuffer<T>(static_cast<std::size_t>(n * ldn));
+      SKINNY_CUDA_TRY(cudaMemsetAsync(padded.data(), 0, padded.size() * sizeof(T), c.stream()));
+      SKINNY_CUDA_TRY(cudaMemcpy2DAsync(padded.data(), ldn * sizeof(T), x, d * sizeof(T), d * sizeof(T),
+                                        static_cast<std::size_t>(n), cudaMemcpyDeviceToDevice, c.stream()));
+    }
+    if (few || native) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
       rows = fused ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
@@ -237,7 +286,7 @@ struct Assigner {
     if (protect) {
       // One TF32 (or native 16-bit) product per term in the fused kernel's fast mode; float or double
       // arithmetic elsewhere.
-      const bool bf16_centres = native16 && std::is_same_v<T, __nv_bfloat16>;
+      const bool bf16_centres = native && std::is_same_v<T, __nv_bfloat16>;
       const double u = !(fused && math == gemm::Math::fast) ? detail::unit_roundoff<C>()
                        : bf16_centres                      ? detail::kBf16Roundoff
                                                            : detail::kTf32Roundoff;
@@ -380,10 +429,10 @@ struct Assigner {
                      C* mindist, bool faulty) {
     if constexpr (!std::is_same_v<C, double>) {
       gemm::NearestArguments na;
-      if (native16) {
-        na.x = x + r0 * d;
+      if (native) {
+        na.x = (padded.size() > 0 ? padded.data() : x) + r0 * ldn;
         na.x_type = element_of<T>();
-        na.ldx = d;
+        na.ldx = ldn;
       } else {
         const gemm::MatrixView<const C> a = chunk(r0, m);
         na.x = a.data;
@@ -739,7 +788,7 @@ template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
-  if (few_clusters_assignment(x, d, k, backend)) return "few-clusters";
+  if (few_clusters_assignment(ctx, x, n, d, k, backend)) return "few-clusters";
   if (fused_assignment(ctx, x, n, d, k, backend, math)) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
   return std::string(gemm::to_string(gemm::choose(ctx, distance_probe(x, n, d, k, k))));
 }
@@ -775,7 +824,7 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
 template <class T>
 bool uses_nearest(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
                   gemm::Math math) {
-  return fused_assignment(ctx, x, n, d, k, backend, math);
+  return fused_assignment(ctx, x, n, d, k, backend, math, false);  // streamed chunks are X's own rows
 }
 
 template void check_fit(const float*, std::int64_t, std::int64_t, const Params&, const std::vector<float>&,
