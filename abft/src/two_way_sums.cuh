@@ -13,7 +13,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>  // EXPERIMENT
 #include <cstdint>
 
 namespace skinny::abft::detail {
@@ -210,8 +209,7 @@ TwoWayGrid two_way_grid(std::int64_t rows, std::int64_t cols, int sm_count) {
   TwoWayGrid g;
   g.row_tiles = ceil_div(rows, kSumThreads);
   const std::int64_t col_tiles = ceil_div(cols, kSumTileCols<T>);
-  static const int per_sm = [] { const char* e = std::getenv("SKINNY_EXPERIMENT_BLOCKS_PER_SM"); return e ? std::atoi(e) : 4; }();  // EXPERIMENT
-  const std::int64_t blocks_wanted = per_sm * std::int64_t(sm_count);  // two waves of two blocks per SM
+  const std::int64_t blocks_wanted = 4 * std::int64_t(sm_count);  // two waves of two blocks per SM
   const std::int64_t bands_wanted = ceil_div(blocks_wanted, g.row_tiles);
   g.tiles_per_band = int(std::clamp<std::int64_t>(ceil_div(col_tiles, bands_wanted), 1, kMaxTilesPerBand));
   g.bands = ceil_div(col_tiles, g.tiles_per_band);
