@@ -115,7 +115,11 @@ __device__ __forceinline__ float from_16bit(T v) {
   else return __bfloat162float(v);
 }
 
-/// The centres' parts, one warp per centre, into out[part * part_stride + j * ldi + p], zero past d.
+/// The centres' parts, one warp per centre, into out[part * part_stride + j * ldi + p], zero past d; for one
+/// product per term (!kExact) also ||c||^2 of each centre as rounded: the kernel then compares exact-ish
+/// distances to the rounded centres, where ||c||^2 of the centre as given would shift each centre's
+/// distances by ||c||^2 - ||c rounded||^2, a bias the same for every point (at d = 2 and 8192 clusters it
+/// emptied clusters).
 /// Float points: TF32 high and (exact) low halves. 16-bit points, fast: the centre rounded to T. 16-bit
 /// points, exact: the centre times 2^e, e chosen per centre so its largest element lies in [2^14, 2^15)
 /// (half's low parts then stay clear of its subnormals), as hi + mid + lo, each the rounding to T of
@@ -123,7 +127,8 @@ __device__ __forceinline__ float from_16bit(T v) {
 template <class T, bool kExact>
 __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restrict__ c, std::int64_t ldc, std::int64_t k,
                                                           std::int64_t d, std::int64_t ldi, T* __restrict__ out,
-                                                          std::int64_t part_stride, float* __restrict__ unscale) {
+                                                          std::int64_t part_stride, float* __restrict__ unscale,
+                                                          float* __restrict__ rounded_sq_norms) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; j < k; j += warps) {
@@ -139,6 +144,7 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
       scale = ldexpf(1.f, e);
       if (lane == 0) unscale[j] = ldexpf(1.f, -e);
     }
+    double rounded_sq = 0;  // one product per term: ||c||^2 of the centre as rounded
     for (std::int64_t p = lane; p < ldi; p += 32) {
       const float v = p < d ? row[p] * scale : 0.f;
       T* at = out + j * ldi + p;
@@ -146,6 +152,7 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
         const Tf32Pair s = split_tf32(v);
         at[0] = __uint_as_float(s.hi);
         if constexpr (kExact) at[part_stride] = __uint_as_float(s.lo);
+        else rounded_sq += double(__uint_as_float(s.hi)) * double(__uint_as_float(s.hi));
       } else if constexpr (kExact) {
         const T hi = to_16bit<T>(v);
         const float r1 = v - from_16bit(hi);
@@ -155,7 +162,12 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
         at[2 * part_stride] = to_16bit<T>(r1 - from_16bit(mid));
       } else {
         at[0] = to_16bit<T>(v);
+        rounded_sq += double(from_16bit(at[0])) * double(from_16bit(at[0]));
       }
+    }
+    if constexpr (!kExact) {
+      for (int off = 16; off > 0; off >>= 1) rounded_sq += __shfl_xor_sync(0xffffffffu, rounded_sq, off);
+      if (lane == 0) rounded_sq_norms[j] = static_cast<float>(rounded_sq);
     }
   }
 }
@@ -548,10 +560,12 @@ void launch_nearest(Context& ctx, const NearestArguments& a, unsigned long long*
   const std::int64_t part_stride = round_up(a.k * ldi, 128);
   T* parts = reinterpret_cast<T*>(scratch);
   float* unscale = reinterpret_cast<float*>(scratch + round_up(R::parts * part_stride * std::int64_t(sizeof(T)), 256));
+  float* rounded_sq_norms = unscale + round_up(a.k, 64);
   const int sms = ctx.properties().multiProcessorCount;
 
   const unsigned part_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k, 8), 4LL * sms));
-  centre_parts_kernel<T, kExact><<<part_blocks, 256, 0, stream>>>(a.c, ldc, a.k, a.d, ldi, parts, part_stride, unscale);
+  centre_parts_kernel<T, kExact>
+      <<<part_blocks, 256, 0, stream>>>(a.c, ldc, a.k, a.d, ldi, parts, part_stride, unscale, rounded_sq_norms);
   SKINNY_CHECK_LAUNCH();
 
   // Centre tiles are shared out over grid y only when the point blocks alone fill less than two
@@ -562,7 +576,9 @@ void launch_nearest(Context& ctx, const NearestArguments& a, unsigned long long*
   const std::int64_t tiles_per_split = ceil_div(tiles, split);
   split = ceil_div(tiles, tiles_per_split);
 
-  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, parts, part_stride, unscale, ldi, a.k, a.c_sq_norms, keys,
+  // One product per term compares distances to the centres as rounded (centre_parts_kernel).
+  const float* cn = kExact ? a.c_sq_norms : rounded_sq_norms;
+  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, parts, part_stride, unscale, ldi, a.k, cn, keys,
            static_cast<int>(tiles_per_split), a.row_sums, a.row_sums ? a.fault_row : -1, a.fault_col,
            a.fault_bit, a.fault_values};
   if (a.row_sums)
@@ -583,7 +599,7 @@ template <class T, bool kExact>
 std::int64_t scratch_bytes(const NearestArguments& a) {
   using R = Ring<T, kExact>;
   const std::int64_t part_stride = round_up(a.k * round_up(a.d, R::elems), 128);
-  return round_up(R::parts * part_stride * std::int64_t(sizeof(T)), 256) + round_up(a.k * std::int64_t(sizeof(float)), 256);
+  return round_up(R::parts * part_stride * std::int64_t(sizeof(T)), 256) + 2 * round_up(a.k, 64) * std::int64_t(sizeof(float));
 }
 
 template <class T>

@@ -35,7 +35,9 @@ struct NearestArguments {
   const float* x_sq_norms = nullptr;  ///< n values ||x_i||^2
   const float* c_sq_norms = nullptr;  ///< k values ||c_j||^2
   /// Out: labels[i] = argmin_j ||x_i||^2 + ||c_j||^2 - 2 x_i.c_j (ties: the lowest j), and
-  /// sq_distances[i] = that minimum clamped at 0 (either may be null when not wanted).
+  /// sq_distances[i] = that minimum clamped at 0 (either may be null when not wanted). Math::fast takes
+  /// ||c_j||^2 of the centres as it rounds them (computed here; c_sq_norms is read in exact mode): the
+  /// distances to the rounded centres, with no bias of their own per centre.
   std::int32_t* labels = nullptr;
   float* sq_distances = nullptr;
   Math math = Math::exact;
