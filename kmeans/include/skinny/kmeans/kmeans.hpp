@@ -110,9 +110,11 @@ struct Params {
   /// GEMM for the cross term X C^T: any registry algorithm that can do the shape, or automatic.
   gemm::Algo backend = gemm::Algo::automatic;
   /// exact: labels as an exact float argmin gives them (3xTF32 on the tensor cores where the distances
-  /// are fused with the argmin). fast: one TF32 product there (about 3x less tensor-core work; a point
-  /// whose two nearest centres are within ~1e-3 relative of each other can take the other one). Only
-  /// float data with many clusters (the fused kernel) computes differently; elsewhere both are exact.
+  /// are fused with the argmin; for 16-bit data, three exact 16-bit products). fast: one product there,
+  /// TF32 for float data, the centroids rounded to X's type for 16-bit data (about 3x less tensor-core
+  /// work; a point whose two nearest centres are within ~1e-3 relative of each other (float, half) or
+  /// ~1e-2 (bfloat16) can take the other one). Only the fused kernel (many clusters; any number for
+  /// 16-bit data outside the few-clusters kernels) computes differently; elsewhere both are exact.
   gemm::Math math = gemm::Math::exact;
   /// Keep a column-major copy of X (n x d more device memory, made once per fit) for the distance
   /// GEMM, which then reads X along points: the tall-skinny kernels stream that layout faster than
@@ -201,8 +203,8 @@ struct Result {
   std::uint64_t seed = 0;             ///< the seed of the run returned (of n_init)
   bool column_copy = false;           ///< the distances read a column-major copy of X (Params::column_copy)
   /// X read once per iteration: the assignment also formed the update's sums (Hopper, automatic backend,
-  /// no weights, no protect; 128 <= d (a multiple of 4); 16-bit X with k <= 32, float with k <= 8 and
-  /// d <= 512: where it measured faster than two passes).
+  /// no weights, no protect; 128 <= d (a multiple of 4); k <= 8, float with d <= 512: where it measured
+  /// faster than two passes).
   /// Its time counts as distances; update is then the means.
   bool one_pass = false;
   PhaseTiming timing;
@@ -218,15 +220,16 @@ struct Result {
 /// do the shape, missing or non-finite given centroids, weights of the wrong count or not finite and > 0).
 ///
 /// X may be float, double, or 16-bit (__half, __nv_bfloat16): then the centroids, distances and
-/// inertia are float (compute_t), the products accumulate in float, and X is widened to float a chunk
-/// of rows at a time (in an L2-sized buffer where the rows allow) for the distances.
+/// inertia are float (compute_t), the products accumulate in float, and the fused distance kernel
+/// multiplies X in its own type (Params::math: exact products, or centroids rounded to X's type); X is
+/// widened to float a chunk of rows at a time only where the kernel cannot read it.
 template <class T>
 Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
                          const std::vector<compute_t<T>>& initial_centroids = {},
                          const std::vector<double>& sample_weight = {});
 
-/// How fit and predict compute the distances of this problem: "few-clusters" (Algo::automatic, 16-bit data
-/// with k <= 32, and float with k <= 8 and 128 <= d <= 512 on Hopper: dot products on the FMA units, X read once;
+/// How fit and predict compute the distances of this problem: "few-clusters" (Algo::automatic, k <= 8 with
+/// d >= 128 for 16-bit data and 128 <= d <= 512 for float, on Hopper: dot products on the FMA units, X read once;
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
 /// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
 /// Algo::automatic picks for many clusters) or the registry name of the GEMM `backend` resolves to.
