@@ -219,7 +219,6 @@ bool few_clusters_assignment(const Context& ctx, const T* x, std::int64_t n, std
 /// 0.186 / 0.132 ms, 65536 0.405 / 0.445 ms, 262144 1.511 / 1.691 ms).
 constexpr std::int64_t kColumnCopyMinPoints = 65536;
 
-
 /// The assignment step: either the fused kernel over all points, or, over chunks of rows, cross terms
 /// through the gemm backend (on X, or on its column-major copy xt when set) and then the argmin. 16-bit
 /// X is widened to float a chunk of rows at a time, and each chunk takes one of the two ways.
