@@ -129,11 +129,15 @@ __device__ __forceinline__ void k_group_16bit(float (&d)[4], const uint4& a0, co
 /// address of row l % 8 of matrix l / 8 and receives, per matrix, the 4 bytes at row l / 4, bytes
 /// 4 (l % 4)..: the mma fragments' layout.
 __device__ __forceinline__ uint4 ldmatrix_x4(std::uint32_t shared_address) {
-  uint4 r;
+  uint4 r{};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // callers run these only on compute capability >= 8.0
+#else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "r"(shared_address)
                : "memory");
+#endif
   return r;
 }
 
