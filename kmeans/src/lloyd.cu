@@ -151,21 +151,26 @@ bool nearest_reads_natively(const Context& ctx, const T* x, std::int64_t n, std:
          (copy_allowed && fits_in_free_memory(static_cast<std::size_t>(n * nearest_row<T>(d)) * sizeof(T)));
 }
 
-/// Whether the assignment runs through gemm::nearest (float or 16-bit data, automatic, enough clusters
-/// (any number for 16-bit data, which has no faster tall-skinny path), a shape it can do) rather than a
-/// GEMM through `backend` and the argmin. `copy_allowed`: X's rows may be read from a padded copy (fit).
+/// How the assignment reaches gemm::nearest: not at all (a GEMM through the backend, then the argmin), on
+/// X's rows in their own type (X itself or its padded copy), or on 16-bit rows widened to float.
+enum class NearestRoute { none, native, widened };
+
+/// The route for this problem, decided once (it asks the device for free memory): gemm::nearest for float
+/// or 16-bit data, the automatic backend, enough clusters (any number for 16-bit data, which has no faster
+/// tall-skinny path) and a shape it can do. `copy_allowed`: X's rows may be read from a padded copy (fit).
 template <class T>
-bool fused_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                      gemm::Algo backend, gemm::Math math, bool copy_allowed = true) {
+NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                           gemm::Algo backend, gemm::Math math, bool copy_allowed = true) {
   if constexpr (std::is_same_v<T, double>) {
-    return false;
+    return NearestRoute::none;
   } else {
     const std::int64_t min_k = detail::is_16bit<T>          ? 1
                                : math == gemm::Math::fast ? kFusedFastMinClusters
                                                           : kFusedMinClusters;
-    if (backend != gemm::Algo::automatic || k < min_k) return false;
-    return nearest_reads_natively(ctx, x, n, d, k, copy_allowed) ||
-           (detail::is_16bit<T> && nearest_runs<T>(ctx, n, d, k, false));
+    if (backend != gemm::Algo::automatic || k < min_k) return NearestRoute::none;
+    if (nearest_reads_natively(ctx, x, n, d, k, copy_allowed)) return NearestRoute::native;
+    if (detail::is_16bit<T> && nearest_runs<T>(ctx, n, d, k, false)) return NearestRoute::widened;
+    return NearestRoute::none;
   }
 }
 
@@ -201,15 +206,13 @@ constexpr std::int64_t kFewClusters16BitMinDims = 128;
 /// Whether the assignment reads X once (automatic backend, few clusters): through detail::few_nearest, or in
 /// a fit that the one-pass rule above admits, through detail::assign_and_sum, which also forms the update's
 /// sums. 16-bit data with at most kFewClusters16BitMax clusters and kFewClusters16BitMinDims dimensions, or
-/// whose rows gemm::nearest cannot read (the GEMMs would widen X to float first); float where the one pass
-/// pays.
+/// whose rows gemm::nearest cannot read (`route` is not native: the GEMMs would widen X to float first);
+/// float where the one pass pays.
 template <class T>
-bool few_clusters_assignment(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                             gemm::Algo backend) {
+bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend, NearestRoute route) {
   if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
   if constexpr (detail::is_16bit<T>)
-    return (k <= kFewClusters16BitMax && d >= kFewClusters16BitMinDims) ||
-           !nearest_reads_natively(ctx, x, n, d, k, true);
+    return (k <= kFewClusters16BitMax && d >= kFewClusters16BitMinDims) || route != NearestRoute::native;
   return one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k);
 }
 
@@ -234,6 +237,7 @@ struct Assigner {
   std::int64_t n, d, k;
   gemm::Algo backend;
   gemm::Math math;
+  NearestRoute route;  ///< decided once: both flags below and `few` follow from it
   bool fused;
   /// The fused kernel reads the points in their own type (float, or 16-bit without a widened copy): X
   /// itself, or `padded`, X with its rows padded to whole 16-byte copies, made once here; ldn: their stride.
@@ -261,9 +265,10 @@ struct Assigner {
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
-        fused(fused_assignment(c, x_, n_, d_, k_, b, m)),
-        native(fused && nearest_reads_natively(c, x_, n_, d_, k_, true)),
-        few(!protect && few_clusters_assignment(c, x_, n_, d_, k_, b)) {
+        route(nearest_route(c, x_, n_, d_, k_, b, m)),
+        fused(route != NearestRoute::none),
+        native(route == NearestRoute::native),
+        few(!protect && few_clusters_assignment(x_, d_, k_, b, route)) {
     ldn = d;
     if (native && !few && !rows_fit_nearest(x, d)) {
       ldn = nearest_row<T>(d);
@@ -787,8 +792,9 @@ template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
-  if (few_clusters_assignment(ctx, x, n, d, k, backend)) return "few-clusters";
-  if (fused_assignment(ctx, x, n, d, k, backend, math)) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
+  const NearestRoute route = nearest_route(ctx, x, n, d, k, backend, math);
+  if (few_clusters_assignment(x, d, k, backend, route)) return "few-clusters";
+  if (route != NearestRoute::none) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
   return std::string(gemm::to_string(gemm::choose(ctx, distance_probe(x, n, d, k, k))));
 }
 
@@ -823,7 +829,7 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
 template <class T>
 bool uses_nearest(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
                   gemm::Math math) {
-  return fused_assignment(ctx, x, n, d, k, backend, math, false);  // streamed chunks are X's own rows
+  return nearest_route(ctx, x, n, d, k, backend, math, false) != NearestRoute::none;  // streamed chunks: X's rows
 }
 
 template void check_fit(const float*, std::int64_t, std::int64_t, const Params&, const std::vector<float>&,
