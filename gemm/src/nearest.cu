@@ -26,8 +26,13 @@
 //  * After a tile, each thread turns its 4 rows x 16 columns into ||c||^2 - 2 x.c (one FMA each: ||x||^2
 //    is the same for the whole row and is added at the end), ||c||^2 coming with the tile's last stage;
 //    the minimum per row (ties: the lowest column) is combined over the lane quad by shuffles and kept
-//    per warp column in shared memory. At the end one 64-bit atomicMin per row and block on (ordered
-//    value, column) gives the same result whatever the order blocks finish in.
+//    per warp column in shared memory. At the end each block stores, per row, its (ordered value, column)
+//    for its share of the centres; finish_kernel takes the least over the shares, so the result does not
+//    depend on the order blocks finish in.
+//  * Math::exact by ExactMethod::fast_then_recheck: the one-product kernel also keeps each point's second
+//    smallest distance. A point whose best two differ by more than twice a bound on the one-product error
+//    (from ||x||, the largest ||c|| and the arithmetic: CertificateBound) has the exact argmin's label; the
+//    others are gathered and run again through the exact kernel.
 #include "kernels/common.cuh"
 #include "tensor_core.cuh"
 
@@ -39,9 +44,11 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace skinny::gemm {
 namespace detail {
@@ -84,7 +91,11 @@ struct Params {
   const float* c_unscale;    ///< 16-bit exact: per centre, the inverse of the power of two its parts carry
   std::int64_t ldi, k;
   const float* cn;
-  unsigned long long* keys;  ///< per point: (ordered distance << 32) | centre, min over blocks
+  /// Per share of the centre tiles (grid y) and point, [blockIdx.y][n]: the nearest as (ordered distance
+  /// << 32) | centre, all ones when none; with kSecond also the second smallest distance (finish_kernel
+  /// combines the shares).
+  unsigned long long* keys;
+  float* second;
   int tiles_per_split;
   double* row_sums;  ///< per point: += the sum of its cross terms (null: not wanted)
   std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
@@ -124,11 +135,14 @@ __device__ __forceinline__ float from_16bit(T v) {
 /// points, exact: the centre times 2^e, e chosen per centre so its largest element lies in [2^14, 2^15)
 /// (half's low parts then stay clear of its subnormals), as hi + mid + lo, each the rounding to T of
 /// what the parts before leave; unscale[j] = 2^-e.
+/// largest_norm (one product per term, optional; zero before the call): the largest ||c|| rounded up, as
+/// float bits, or +infinity's when a rounded element is not finite (the certificate then holds for no point).
 template <class T, bool kExact>
 __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restrict__ c, std::int64_t ldc, std::int64_t k,
                                                           std::int64_t d, std::int64_t ldi, T* __restrict__ out,
                                                           std::int64_t part_stride, float* __restrict__ unscale,
-                                                          float* __restrict__ rounded_sq_norms) {
+                                                          float* __restrict__ rounded_sq_norms,
+                                                          unsigned* __restrict__ largest_norm) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; j < k; j += warps) {
@@ -144,15 +158,18 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
       scale = ldexpf(1.f, e);
       if (lane == 0) unscale[j] = ldexpf(1.f, -e);
     }
-    double rounded_sq = 0;  // one product per term: ||c||^2 of the centre as rounded
+    double rounded_sq = 0, sq = 0;  // one product per term: ||c||^2 of the centre as rounded, and as given
+    bool finite = true;             // and whether every rounded element is finite
     for (std::int64_t p = lane; p < ldi; p += 32) {
       const float v = p < d ? row[p] * scale : 0.f;
       T* at = out + j * ldi + p;
+      if (!kExact) sq += double(v) * double(v);
       if constexpr (std::is_same_v<T, float>) {
         const Tf32Pair s = split_tf32(v);
         at[0] = __uint_as_float(s.hi);
         if constexpr (kExact) at[part_stride] = __uint_as_float(s.lo);
         else rounded_sq += double(__uint_as_float(s.hi)) * double(__uint_as_float(s.hi));
+        finite = finite && isfinite(__uint_as_float(s.hi));
       } else if constexpr (kExact) {
         const T hi = to_16bit<T>(v);
         const float r1 = v - from_16bit(hi);
@@ -163,20 +180,42 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
       } else {
         at[0] = to_16bit<T>(v);
         rounded_sq += double(from_16bit(at[0])) * double(from_16bit(at[0]));
+        finite = finite && isfinite(from_16bit(at[0]));
       }
     }
     if constexpr (!kExact) {
-      for (int off = 16; off > 0; off >>= 1) rounded_sq += __shfl_xor_sync(0xffffffffu, rounded_sq, off);
-      if (lane == 0) rounded_sq_norms[j] = static_cast<float>(rounded_sq);
+      for (int off = 16; off > 0; off >>= 1) {
+        rounded_sq += __shfl_xor_sync(0xffffffffu, rounded_sq, off);
+        sq += __shfl_xor_sync(0xffffffffu, sq, off);
+      }
+      finite = __all_sync(0xffffffffu, finite);
+      if (lane == 0) {
+        rounded_sq_norms[j] = static_cast<float>(rounded_sq);
+        // Non-negative float bits order as unsigned integers (a NaN norm lands above infinity: no certificate).
+        if (largest_norm)
+          atomicMax(largest_norm, finite ? __float_as_uint(__double2float_ru(__dsqrt_ru(sq))) : 0x7f800000u);
+      }
     }
+  }
+}
+
+/// The lowest two of {b, s} and {ob, os} (each a best and a second best): the loser's best competes for second.
+/// (b, j) becomes the better of the two bests (ties: the lower column).
+__device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float ob, int oj, float os) {
+  const bool other_wins = better(ob, oj, b, j);
+  s = fminf(fminf(s, os), other_wins ? b : ob);
+  if (other_wins) {
+    b = ob;
+    j = oj;
   }
 }
 
 /// T: the points' type (float, __half, __nv_bfloat16); kExact: float-accurate products, otherwise one per
 /// term (Math). kRowSums: also adds each point's cross terms into p.row_sums; kFault: and flips p's faulty
 /// term (instances of their own: the plain kernel does no such work, and the fault's code costs registers
-/// the checked kernel needs).
-template <class T, bool kExact, bool kRowSums, bool kFault>
+/// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
+/// of ExactMethod::fast_then_recheck).
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   using R = Ring<T, kExact>;
   constexpr int CH = R::ch, kStages = R::stages;
@@ -185,6 +224,8 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   float* best_val = reinterpret_cast<float*>(ring + kStages * R::slots);  // [BM][WARPS_N]
   int* best_col = reinterpret_cast<int*>(best_val + BM * WARPS_N);
   double* row_sum = reinterpret_cast<double*>(best_col + BM * WARPS_N);  // [BM][WARPS_N], when p.row_sums
+  float* best_second = reinterpret_cast<float*>(row_sum);                 // [BM][WARPS_N], kSecond instead
+  static_assert(!(kSecond && kRowSums), "the second best takes the row sums' shared memory");
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -248,12 +289,14 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
 
   float best_v[MT][2];  // per row of this lane (m16 tile, g or g + 8): the best value and column so far
   int best_j[MT][2];
+  float second_v[MT][2];  // kSecond: the second smallest value so far (unused otherwise, optimised away)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       best_v[mt][h] = INFINITY;
       best_j[mt][h] = INT_MAX;
+      second_v[mt][h] = INFINITY;
     }
   float acc[MT][NT][4];
   auto clear = [&] {
@@ -421,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float bv = best_v[mt][h];
+        float bv = best_v[mt][h], sv = second_v[mt][h];
         int bj = best_j[mt][h];
         float lane_sum = 0;  // this lane's 16 terms of the row (for the checksum test)
 #pragma unroll
@@ -430,6 +473,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
           for (int c = 0; c < 2; ++c) {
             const float v = fmaf(-2.f, acc[mt][nt][2 * h + c], cn[nt][c]);
             if (kRowSums && cn[nt][c] != INFINITY) lane_sum += acc[mt][nt][2 * h + c];
+            if (kSecond) sv = fminf(sv, fmaxf(v, bv));  // v ties or loses: a second; v wins: the old best is
             if (v < bv) {
               bv = v;
               bj = colb + nt * 8 + c;
@@ -437,6 +481,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
           }
         best_v[mt][h] = bv;
         best_j[mt][h] = bj;
+        second_v[mt][h] = sv;
         if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
           double rs = lane_sum;
           rs += __shfl_xor_sync(0xffffffffu, rs, 1);
@@ -453,13 +498,15 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float bv = best_v[mt][h];
+      float bv = best_v[mt][h], sv = second_v[mt][h];
       int bj = best_j[mt][h];
 #pragma unroll
       for (int off = 1; off < 4; off <<= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
         const int oj = __shfl_xor_sync(0xffffffffu, bj, off);
-        if (better(ov, oj, bv, bj)) {
+        if constexpr (kSecond) {
+          merge_best_two(bv, bj, sv, ov, oj, __shfl_xor_sync(0xffffffffu, sv, off));
+        } else if (better(ov, oj, bv, bj)) {
           bv = ov;
           bj = oj;
         }
@@ -468,23 +515,28 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
       if (tq == 0) {
         best_val[r * WARPS_N + wn] = bv;
         best_col[r * WARPS_N + wn] = bj;
+        if (kSecond) best_second[r * WARPS_N + wn] = sv;
       }
     }
   cp_async_wait<0>();
   __syncthreads();
   for (int r = tid; r < BM; r += kThreads) {
     if (row0 + r >= p.n) break;
-    float bv = best_val[r * WARPS_N];
+    float bv = best_val[r * WARPS_N], sv = kSecond ? best_second[r * WARPS_N] : INFINITY;
     int bj = best_col[r * WARPS_N];
 #pragma unroll
-    for (int w = 1; w < WARPS_N; ++w)
-      if (better(best_val[r * WARPS_N + w], best_col[r * WARPS_N + w], bv, bj)) {
+    for (int w = 1; w < WARPS_N; ++w) {
+      if constexpr (kSecond) {
+        merge_best_two(bv, bj, sv, best_val[r * WARPS_N + w], best_col[r * WARPS_N + w], best_second[r * WARPS_N + w]);
+      } else if (better(best_val[r * WARPS_N + w], best_col[r * WARPS_N + w], bv, bj)) {
         bv = best_val[r * WARPS_N + w];
         bj = best_col[r * WARPS_N + w];
       }
-    if (bj != INT_MAX)
-      atomicMin(p.keys + row0 + r,
-                (static_cast<unsigned long long>(ordered_bits(bv)) << 32) | static_cast<std::uint32_t>(bj));
+    }
+    const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * p.n + row0 + r;
+    p.keys[at] = bj == INT_MAX ? ~0ull
+                               : (static_cast<unsigned long long>(ordered_bits(bv)) << 32) | static_cast<std::uint32_t>(bj);
+    if (kSecond) p.second[at] = sv;
     if (kRowSums) {
       double rs = 0;
 #pragma unroll
@@ -494,19 +546,111 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   }
 }
 
-/// Keys -> labels and distances (||x||^2 plus the key's ||c||^2 - 2 x.c) clamped at 0. A point whose
-/// distances were all NaN keeps the initial all-ones key: label 0, distance NaN.
-__global__ void finish_kernel(const unsigned long long* __restrict__ keys, const float* __restrict__ x_sq_norms,
-                              std::int64_t n, std::int32_t* __restrict__ labels, float* __restrict__ sq_distances) {
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+/// The one-product kernel's distance to centre j, with ||x||^2 added, is V_j = ||x^ - c^_j||^2 + s + e_j:
+/// the exact distance between the point and centre as the tensor cores take them (x^: float points
+/// truncated to TF32, 16-bit points as they are; c^: centres rounded to TF32, half or bfloat16), shifted by
+/// s = ||x||^2 - ||x^||^2 (the same for every centre) and off by e_j (float sums). Per point:
+///  - r  >= ||x^ - x|| + ||c^_j - c||: u_x ||x|| + u_c M + lin sqrt(d), M the largest ||c||, lin covering
+///    flushed or subnormal elements (half's subnormal centres: 2^-25 each);
+///  - E  >= |e_j|: the tensor cores' truncating float sums ((d + 16) 2^-23 sum |x^_i c^_i| <= .. ||x|| M^,
+///    Cauchy-Schwarz), ||c^||^2's rounding and the epilogue's FMA;
+///  - S  >= |s|: 2 u_x ||x||^2 and the given norm's rounding.
+/// By the triangle inequality ||x - c_j|| lies within r of sqrt(V_j - s -+ E); since sqrt(V2 - t) -
+/// sqrt(V1 - t) grows with t for V2 > V1, the best centre is the exact argmin when sqrt(V2 + S - E) -
+/// sqrt(V1 + S + E) > 2 r for the smallest two values V1 < V2. The margin is a difference of distances,
+/// not of squared norms: points far from the origin keep it.
+struct CertificateBound {
+  double u_x = 0, u_c = 0, lin = 0, sums = 0;
+};
+
+template <class T>
+CertificateBound certificate_bound(std::int64_t d) {
+  CertificateBound bound;
+  bound.u_x = std::is_same_v<T, float> ? 0x1p-10 : 0.0;
+  bound.u_c = std::is_same_v<T, __nv_bfloat16> ? 0x1p-8 : 0x1p-11;
+  bound.lin = std::is_same_v<T, __half> ? 0x1p-25 : 0x1p-120;
+  bound.sums = static_cast<double>(d + 16) * 0x1p-23;
+  return bound;
+}
+
+/// What finish_kernel needs to certify one-product labels (ExactMethod::fast_then_recheck); second null:
+/// no certificate.
+struct Certificate {
+  const float* second = nullptr;  ///< [share][m] second smallest distances
+  CertificateBound bound;
+  double sqrt_d = 0;
+  const unsigned* largest_norm = nullptr;  ///< float bits of the largest ||c|| (centre_parts_kernel)
+  std::int32_t* flagged = nullptr;         ///< out: the points left to re-check, in no particular order
+  unsigned* flagged_count = nullptr;
+};
+
+/// Whether a point with squared norm x_sq, best and second best one-product values `best` and `second`
+/// (||c^||^2 - 2 x^.c^) certainly has the exact argmin's label (CertificateBound). NaNs certify nothing.
+__device__ bool certified(double x_sq, float best, float second, const Certificate& cert) {
+  const CertificateBound& b = cert.bound;
+  const double x_norm = sqrt(fmax(x_sq, 0.0)), c_norm = __uint_as_float(*cert.largest_norm);
+  const double c_rounded = c_norm * (1 + b.u_c) + b.lin * cert.sqrt_d;  // >= every ||c^||
+  const double r = b.u_x * x_norm + b.u_c * c_norm + b.lin * cert.sqrt_d;
+  const double e = 0x1p-22 * c_rounded * c_rounded + (2 * b.sums + 0x1p-21) * x_norm * c_rounded;
+  const double shift = (2 * b.u_x + 0x1p-20) * x_sq;
+  const double near = sqrt(fmax(x_sq + best + shift + e, 0.0));
+  const double far = sqrt(fmax(x_sq + static_cast<double>(second) + shift - e, 0.0));
+  return far - near > 2 * r * (1 + 0x1p-10) + 0x1p-100;
+}
+
+/// Labels and distances from the keys of `shares` shares of the centre tiles ([share][m]): the least key,
+/// its distance ||x||^2 + the key's ||c||^2 - 2 x.c clamped at 0. A point whose distances were all NaN has
+/// no key (all ones): label 0, distance NaN. rows (optional): where point i's results go (a re-check's
+/// gathered points). With a certificate, a point whose best two distances are within twice its bound is
+/// not written but listed in cert.flagged.
+__global__ void finish_kernel(const unsigned long long* __restrict__ keys, int shares, std::int64_t m,
+                              const std::int32_t* __restrict__ rows, const float* __restrict__ x_sq_norms,
+                              std::int32_t* __restrict__ labels, float* __restrict__ sq_distances,
+                              const Certificate cert) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const unsigned long long key = keys[i];
-    const bool none = key == ~0ull;
-    if (labels) labels[i] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
-    if (sq_distances) {
-      const float v = none ? NAN : x_sq_norms[i] + from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
-      sq_distances[i] = v > 0.f ? v : (v == v ? 0.f : v);
+    unsigned long long key = keys[i];
+    float second = cert.second ? cert.second[i] : INFINITY;
+    for (int s = 1; s < shares; ++s) {
+      const unsigned long long other = keys[s * m + i];
+      const unsigned long long loser = other < key ? key : other;  // its best competes for second (NaN if none)
+      key = other < key ? other : key;
+      if (cert.second)
+        second = fminf(fminf(second, cert.second[s * m + i]), from_ordered_bits(static_cast<std::uint32_t>(loser >> 32)));
     }
+    const std::int64_t o = rows ? rows[i] : i;
+    const bool none = key == ~0ull;
+    const float best = none ? NAN : from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
+    if (cert.second) {
+      // No key (every one-product distance NaN, e.g. centres beyond half's range): the exact kernel decides.
+      const bool flag = none || !certified(static_cast<double>(x_sq_norms[o]), best, second, cert);
+      // One atomic per warp: a tenth of a million points can be listed, all on one counter.
+      const unsigned active = __activemask(), flags = __ballot_sync(active, flag);
+      if (flags) {
+        const int lane = threadIdx.x & 31, leader = __ffs(flags) - 1;
+        unsigned base = 0;
+        if (lane == leader) base = atomicAdd(cert.flagged_count, static_cast<unsigned>(__popc(flags)));
+        base = __shfl_sync(active, base, leader);
+        if (flag) cert.flagged[base + __popc(flags & ((1u << lane) - 1))] = static_cast<std::int32_t>(o);
+      }
+      if (flag) continue;
+    }
+    if (labels) labels[o] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
+    if (sq_distances) {
+      const float v = x_sq_norms[o] + best;
+      sq_distances[o] = v > 0.f ? v : (v == v ? 0.f : v);
+    }
+  }
+}
+
+/// out row i = x row rows[i], as whole 16-byte copies (rows of both are multiples of 16 bytes), a warp a row.
+__global__ void gather_rows_kernel(const uint4* __restrict__ x, std::int64_t ldx_copies, const std::int32_t* __restrict__ rows,
+                                   std::int64_t m, std::int64_t copies, uint4* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < m; i += warps) {
+    const uint4* from = x + rows[i] * ldx_copies;
+    for (std::int64_t q = lane; q < copies; q += 32) out[i * copies + q] = from[q];
   }
 }
 
@@ -535,6 +679,9 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (ldx % per_copy != 0 || reinterpret_cast<std::uintptr_t>(a.x) % 16 != 0)
     return Support::no("nearest: points are read with 16-byte copies: ldx = " + to_string(ldx) +
                        " must be a multiple of " + to_string(per_copy) + " and x 16-byte aligned");
+  if (a.math == Math::exact && a.exact_method == ExactMethod::fast_then_recheck && (a.row_sums || a.n > INT32_MAX))
+    return Support::no("nearest: ExactMethod::fast_then_recheck takes no row_sums and at most 2^31 - 1 points (n = " +
+                       to_string(a.n) + ")");
   if (a.row_sums && a.fault_row >= 0 &&
       (a.fault_row >= a.n || a.fault_col < 0 || a.fault_col >= a.k || a.fault_bit < 0 || a.fault_bit > 31 || !a.fault_values))
     return Support::no("nearest: a fault needs fault_row < n, 0 <= fault_col < k, 0 <= fault_bit < 32 and fault_values");
@@ -549,74 +696,220 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
 namespace detail {
 namespace {
 
-/// Queues the centres' parts and the fused kernel for points of type T (ctx's workspace holds the keys,
-/// the parts and the scales); the keys are reset here and read by finish_kernel.
+/// Scratch carved out of one allocation: first counted (base null), then taken in the same order.
+struct Carve {
+  unsigned char* base = nullptr;
+  std::int64_t used = 0;
+  template <class U>
+  U* take(std::int64_t count) {
+    U* at = base ? reinterpret_cast<U*>(base + used) : nullptr;
+    used += round_up(count * static_cast<std::int64_t>(sizeof(U)), 256);
+    return at;
+  }
+};
+
+/// The centres as one kernel instance reads them (centre_parts_kernel): parts, per-centre unscale factors
+/// (16-bit exact) and ||c||^2 as rounded (one product per term).
+template <class T>
+struct CentreParts {
+  T* parts = nullptr;
+  std::int64_t ldi = 0, part_stride = 0;
+  float* unscale = nullptr;
+  float* rounded_sq_norms = nullptr;
+};
+
 template <class T, bool kExact>
-void launch_nearest(Context& ctx, const NearestArguments& a, unsigned long long* keys, unsigned char* scratch) {
+CentreParts<T> take_parts(Carve& scratch, const NearestArguments& a) {
   using R = Ring<T, kExact>;
-  const cudaStream_t stream = ctx.stream();
-  const std::int64_t ldc = a.ldc ? a.ldc : a.d;
-  const std::int64_t ldi = round_up(a.d, R::elems);
-  const std::int64_t part_stride = round_up(a.k * ldi, 128);
-  T* parts = reinterpret_cast<T*>(scratch);
-  float* unscale = reinterpret_cast<float*>(scratch + round_up(R::parts * part_stride * std::int64_t(sizeof(T)), 256));
-  float* rounded_sq_norms = unscale + round_up(a.k, 64);
-  const int sms = ctx.properties().multiProcessorCount;
-
-  const unsigned part_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k, 8), 4LL * sms));
-  centre_parts_kernel<T, kExact>
-      <<<part_blocks, 256, 0, stream>>>(a.c, ldc, a.k, a.d, ldi, parts, part_stride, unscale, rounded_sq_norms);
-  SKINNY_CHECK_LAUNCH();
-
-  // Centre tiles are shared out over grid y only when the point blocks alone fill less than two
-  // waves of two resident blocks per SM.
-  const std::int64_t blocks_x = ceil_div(a.n, BM), tiles = ceil_div(a.k, BN);
-  const std::int64_t want = 4LL * sms;
-  std::int64_t split = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, ceil_div(want, blocks_x)), 65535});
-  const std::int64_t tiles_per_split = ceil_div(tiles, split);
-  split = ceil_div(tiles, tiles_per_split);
-
-  // One product per term compares distances to the centres as rounded (centre_parts_kernel).
-  const float* cn = kExact ? a.c_sq_norms : rounded_sq_norms;
-  Params p{a.x, a.ldx ? a.ldx : a.d, a.n, a.d, parts, part_stride, unscale, ldi, a.k, cn, keys,
-           static_cast<int>(tiles_per_split), a.row_sums, a.row_sums ? a.fault_row : -1, a.fault_col,
-           a.fault_bit, a.fault_values};
-  if (a.row_sums)
-    SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), stream));
-  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(split));
-  const auto launch = [&](auto kernel) {
-    SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(R::smem)));
-    kernel<<<grid, kThreads, R::smem, stream>>>(p);
-    SKINNY_CHECK_LAUNCH();
-  };
-  if (a.row_sums && a.fault_row >= 0) launch(nearest_kernel<T, kExact, true, true>);
-  else if (a.row_sums) launch(nearest_kernel<T, kExact, true, false>);
-  else launch(nearest_kernel<T, kExact, false, false>);
+  CentreParts<T> c;
+  c.ldi = round_up(a.d, R::elems);
+  c.part_stride = round_up(a.k * c.ldi, 128);
+  c.parts = scratch.take<T>(R::parts * c.part_stride);
+  c.unscale = scratch.take<float>(a.k);
+  c.rounded_sq_norms = scratch.take<float>(a.k);
+  return c;
 }
 
-/// Bytes of scratch launch_nearest<T, kExact> takes beyond the keys.
 template <class T, bool kExact>
-std::int64_t scratch_bytes(const NearestArguments& a) {
+void prepare_parts(Context& ctx, const NearestArguments& a, const CentreParts<T>& c, unsigned* largest_norm) {
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k, 8), 4LL * ctx.properties().multiProcessorCount));
+  centre_parts_kernel<T, kExact><<<blocks, 256, 0, ctx.stream()>>>(
+      a.c, a.ldc ? a.ldc : a.d, a.k, a.d, c.ldi, c.parts, c.part_stride, c.unscale, c.rounded_sq_norms, largest_norm);
+  SKINNY_CHECK_LAUNCH();
+}
+
+/// How m points' blocks share out the centre tiles: over grid y only when the point blocks alone fill less
+/// than two waves of two resident blocks per SM.
+struct Split {
+  std::int64_t blocks_x = 0, shares = 0, tiles_per_share = 0;
+};
+
+Split split_for(std::int64_t m, std::int64_t k, int sms) {
+  Split s;
+  s.blocks_x = ceil_div(m, BM);
+  const std::int64_t tiles = ceil_div(k, BN);
+  s.shares = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, ceil_div(4LL * sms, s.blocks_x)), 65535});
+  s.tiles_per_share = ceil_div(tiles, s.shares);
+  s.shares = ceil_div(tiles, s.tiles_per_share);
+  return s;
+}
+
+/// The fused kernel on m points x (leading dimension ldx) against the prepared centres; keys (and with
+/// kSecond, second) get split.shares x m values. Row sums and the fault come from a (checked instances only).
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
+void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
+                   const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys, float* second) {
   using R = Ring<T, kExact>;
-  const std::int64_t part_stride = round_up(a.k * round_up(a.d, R::elems), 128);
-  return round_up(R::parts * part_stride * std::int64_t(sizeof(T)), 256) + 2 * round_up(a.k, 64) * std::int64_t(sizeof(float));
+  const Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
+                 static_cast<int>(split.tiles_per_share), kRowSums ? a.row_sums : nullptr, kFault ? a.fault_row : -1,
+                 a.fault_col, a.fault_bit, a.fault_values};
+  const auto kernel = nearest_kernel<T, kExact, kRowSums, kFault, kSecond>;
+  SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(R::smem)));
+  const dim3 grid(static_cast<unsigned>(split.blocks_x), static_cast<unsigned>(split.shares));
+  kernel<<<grid, kThreads, R::smem, ctx.stream()>>>(p);
+  SKINNY_CHECK_LAUNCH();
+}
+
+void finish(Context& ctx, const unsigned long long* keys, std::int64_t shares, std::int64_t m, const std::int32_t* rows,
+            const NearestArguments& a, const Certificate& cert = {}) {
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(ceil_div(m, 256), 8LL * ctx.properties().multiProcessorCount));
+  finish_kernel<<<blocks, 256, 0, ctx.stream()>>>(keys, static_cast<int>(shares), m, rows, a.x_sq_norms, a.labels,
+                                                  a.sq_distances, cert);
+  SKINNY_CHECK_LAUNCH();
+}
+
+/// Points re-checked per launch of the exact kernel (the gathered rows' buffer).
+constexpr std::int64_t kRecheckBatch = 1 << 16;
+
+/// Math::exact through three products per term (the kernel alone) or through one, certified, with the
+/// rest re-checked. ExactMethod::automatic takes the second where the products dominate: from 64 clusters,
+/// k d >= 16384 for float points (d >= 16) and k d >= 8192 for 16-bit ones (d >= 64). Below, the kernel
+/// reads more than it multiplies, three products cost little more than one, and the re-check's own
+/// passes (the second best, the certificate, a wait for the stream) do not pay. H100, 2^20 blobs, ms per
+/// iteration three products / re-checked: float d = 128, k = 64 1.20 / 1.21, k = 128 0.94 / 0.85,
+/// k = 1024 4.75 / 2.92; d = 16, k = 128 0.47 / 0.49, k = 1024 1.63 / 1.25; d = 2, k = 1024 1.61 / 1.45;
+/// half d = 128, k = 64 0.66 / 0.60, k = 1024 2.89 / 1.74; d = 16, k = 1024 1.17 / 1.22. Row sums (they
+/// add the exact kernel's terms) always take three products. SKINNY_NEAREST_EXACT=three_products or
+/// fast_then_recheck overrides automatic (for benchmarks).
+bool recheck_pays(const NearestArguments& a) {
+  const bool sixteen_bit = a.x_type != Element::f32;
+  return a.k >= 64 && a.d >= (sixteen_bit ? 64 : 16) && a.k * a.d >= (sixteen_bit ? 8192 : 16384);
+}
+
+bool rechecks(const NearestArguments& a) {
+  if (a.math != Math::exact || a.row_sums || a.n > INT32_MAX) return false;  // the re-check lists 32-bit rows
+  if (a.exact_method != ExactMethod::automatic) return a.exact_method == ExactMethod::fast_then_recheck;
+  if (const char* forced = std::getenv("SKINNY_NEAREST_EXACT")) {
+    if (std::string(forced) == "three_products") return false;
+    if (std::string(forced) == "fast_then_recheck") return true;
+  }
+  return recheck_pays(a);
+}
+
+/// The kernel alone: Math::fast, or exact by three products (with row sums and a fault when asked).
+template <class T, bool kExact>
+void nearest_direct(Context& ctx, const NearestArguments& a) {
+  const std::int64_t ldx = a.ldx ? a.ldx : a.d;
+  const Split split = split_for(a.n, a.k, ctx.properties().multiProcessorCount);
+  const auto layout = [&](Carve& scratch) {
+    auto* keys = scratch.take<unsigned long long>(split.shares * a.n);
+    return std::make_pair(keys, take_parts<T, kExact>(scratch, a));
+  };
+  Carve size;
+  layout(size);
+  Carve scratch{static_cast<unsigned char*>(ctx.workspace(static_cast<std::size_t>(size.used)))};
+  const auto [keys, parts] = layout(scratch);
+  prepare_parts<T, kExact>(ctx, a, parts, nullptr);
+  // One product per term compares distances to the centres as rounded (centre_parts_kernel).
+  const float* cn = kExact ? a.c_sq_norms : parts.rounded_sq_norms;
+  if (a.row_sums)
+    SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), ctx.stream()));
+  if (a.row_sums && a.fault_row >= 0)
+    launch_kernel<T, kExact, true, true, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr);
+  else if (a.row_sums)
+    launch_kernel<T, kExact, true, false, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr);
+  else
+    launch_kernel<T, kExact, false, false, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr);
+  finish(ctx, keys, split.shares, a.n, nullptr, a);
+}
+
+/// Math::exact by ExactMethod::fast_then_recheck: the one-product kernel with each point's second best, a
+/// certificate per point (finish_kernel), and the exact kernel on the points it leaves, gathered in batches.
+/// Waits for the stream once, for the number of those points.
+template <class T>
+void nearest_rechecked(Context& ctx, const NearestArguments& a) {
+  const std::int64_t ldx = a.ldx ? a.ldx : a.d;
+  const int sms = ctx.properties().multiProcessorCount;
+  const Split split = split_for(a.n, a.k, sms);
+  const std::int64_t batch = std::min(a.n, kRecheckBatch);
+  const std::int64_t row_copies = ceil_div(a.d * static_cast<std::int64_t>(sizeof(T)), 16);
+  struct Scratch {
+    unsigned long long* keys;
+    float* second;
+    CentreParts<T> fast, exact;
+    std::int32_t* flagged;
+    unsigned* counters;  ///< [0] flagged points, [1] the largest ||c|| (float bits)
+    uint4* batch_rows;
+    unsigned long long* batch_keys;
+  };
+  const auto layout = [&](Carve& scratch) {
+    Scratch s;
+    s.keys = scratch.take<unsigned long long>(split.shares * a.n);
+    s.second = scratch.take<float>(split.shares * a.n);
+    s.fast = take_parts<T, false>(scratch, a);
+    s.exact = take_parts<T, true>(scratch, a);
+    s.flagged = scratch.take<std::int32_t>(a.n);
+    s.counters = scratch.take<unsigned>(2);
+    s.batch_rows = scratch.take<uint4>(batch * row_copies);
+    // A batch of m points keeps split_for(m).shares x m keys <= (4 sms + blocks of m) x BM.
+    s.batch_keys = scratch.take<unsigned long long>((4LL * sms + ceil_div(batch, BM)) * BM);
+    return s;
+  };
+  Carve size;
+  layout(size);
+  Carve carve{static_cast<unsigned char*>(ctx.workspace(static_cast<std::size_t>(size.used)))};
+  const Scratch s = layout(carve);
+  const cudaStream_t stream = ctx.stream();
+
+  SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 2 * sizeof(unsigned), stream));
+  prepare_parts<T, false>(ctx, a, s.fast, s.counters + 1);
+  launch_kernel<T, false, false, false, true>(ctx, a, a.x, ldx, a.n, s.fast, s.fast.rounded_sq_norms, split, s.keys,
+                                              s.second);
+  Certificate cert;
+  cert.second = s.second;
+  cert.bound = certificate_bound<T>(a.d);
+  cert.sqrt_d = std::sqrt(static_cast<double>(a.d));
+  cert.largest_norm = s.counters + 1;
+  cert.flagged = s.flagged;
+  cert.flagged_count = s.counters;
+  finish(ctx, s.keys, split.shares, a.n, nullptr, a, cert);
+
+  unsigned flagged = 0;
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(&flagged, s.counters, sizeof flagged, cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (flagged == 0) return;
+  prepare_parts<T, true>(ctx, a, s.exact, nullptr);
+  for (std::int64_t b0 = 0; b0 < flagged; b0 += batch) {
+    const std::int64_t m = std::min<std::int64_t>(batch, flagged - b0);
+    const unsigned gather_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(m, 8), 8LL * sms));
+    gather_rows_kernel<<<gather_blocks, 256, 0, stream>>>(static_cast<const uint4*>(a.x),
+                                                          ldx * static_cast<std::int64_t>(sizeof(T)) / 16,
+                                                          s.flagged + b0, m, row_copies, s.batch_rows);
+    SKINNY_CHECK_LAUNCH();
+    const Split batch_split = split_for(m, a.k, sms);
+    launch_kernel<T, true, false, false, false>(ctx, a, s.batch_rows, row_copies * 16 / static_cast<std::int64_t>(sizeof(T)),
+                                                m, s.exact, a.c_sq_norms, batch_split, s.batch_keys, nullptr);
+    finish(ctx, s.batch_keys, batch_split.shares, m, s.flagged + b0, a);
+  }
 }
 
 template <class T>
 void nearest_of(Context& ctx, const NearestArguments& a) {
-  const bool exact = a.math == Math::exact;
-  const std::int64_t keys_bytes = round_up(a.n * static_cast<std::int64_t>(sizeof(unsigned long long)), 256);
-  const std::int64_t scratch = exact ? scratch_bytes<T, true>(a) : scratch_bytes<T, false>(a);
-  auto* ws = static_cast<unsigned char*>(ctx.workspace(static_cast<std::size_t>(keys_bytes + scratch)));
-  auto* keys = reinterpret_cast<unsigned long long*>(ws);
-  const cudaStream_t stream = ctx.stream();
-  SKINNY_CUDA_TRY(cudaMemsetAsync(keys, 0xff, static_cast<std::size_t>(a.n) * sizeof(unsigned long long), stream));
-  if (exact) launch_nearest<T, true>(ctx, a, keys, ws + keys_bytes);
-  else launch_nearest<T, false>(ctx, a, keys, ws + keys_bytes);
-  const int sms = ctx.properties().multiProcessorCount;
-  const unsigned finish_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.n, 256), 8LL * sms));
-  finish_kernel<<<finish_blocks, 256, 0, stream>>>(keys, a.x_sq_norms, a.n, a.labels, a.sq_distances);
-  SKINNY_CHECK_LAUNCH();
+  if (rechecks(a)) nearest_rechecked<T>(ctx, a);
+  else if (a.math == Math::exact) nearest_direct<T, true>(ctx, a);
+  else nearest_direct<T, false>(ctx, a);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace skinny::gemm {
@@ -70,7 +71,7 @@ std::vector<float> widened(const std::vector<P>& v) {
 template <class P>
 NearestArguments arguments(const DeviceBuffer<P>& x, const DeviceBuffer<float>& c, const DeviceBuffer<float>& xn,
                            const DeviceBuffer<float>& cn, std::int64_t n, std::int64_t k, std::int64_t d,
-                           std::int64_t ldx, std::int64_t ldc, Math math) {
+                           std::int64_t ldx, std::int64_t ldc, Math math, ExactMethod method = ExactMethod::automatic) {
   NearestArguments a;
   a.x = x.data();
   a.x_type = element_of<P>();
@@ -83,13 +84,14 @@ NearestArguments arguments(const DeviceBuffer<P>& x, const DeviceBuffer<float>& 
   a.x_sq_norms = xn.data();
   a.c_sq_norms = cn.data();
   a.math = math;
+  a.exact_method = method;
   return a;
 }
 
 /// Runs nearest on points of type P and float centres (rows padded to ldx, ldc) with poisoned outputs.
 template <class P = float>
 Outputs run(const std::vector<P>& x, const std::vector<float>& c, std::int64_t n, std::int64_t k, std::int64_t d,
-            std::int64_t ldx, std::int64_t ldc, Math math = Math::exact) {
+            std::int64_t ldx, std::int64_t ldc, Math math = Math::exact, ExactMethod method = ExactMethod::automatic) {
   const auto xn = sq_norms(widened(x), n, d, ldx), cn = sq_norms(c, k, d, ldc);
   DeviceBuffer<P> dx(x);
   DeviceBuffer<float> dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
@@ -97,7 +99,7 @@ Outputs run(const std::vector<P>& x, const std::vector<float>& c, std::int64_t n
   Context& ctx = testing::shared_context();
   dlabels.copy_from(std::vector<std::int32_t>(static_cast<std::size_t>(n), -7));
   ddist.copy_from(std::vector<float>(static_cast<std::size_t>(n), std::numeric_limits<float>::quiet_NaN()));
-  NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ldx, ldc, math);
+  NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ldx, ldc, math, method);
   a.labels = dlabels.data();
   a.sq_distances = ddist.data();
   const Support s = nearest_can_implement(ctx, a);
@@ -107,26 +109,39 @@ Outputs run(const std::vector<P>& x, const std::vector<float>& c, std::int64_t n
   return {dlabels.to_host(), ddist.to_host()};
 }
 
+/// The bound of Math::fast's distances relative to ||x||^2 + max ||c||^2: TF32 products (2^-10 relative
+/// each) for float points, centres rounded to half (2^-11) or bfloat16 (2^-8) for 16-bit points.
+template <class P>
+double fast_relative_bound() {
+  return std::is_same_v<P, __nv_bfloat16> ? std::ldexp(1.0, -5) : std::ldexp(1.0, -8);
+}
+
 /// Each label is a nearest centre up to the round-off of the distance trick, whose error scales with the
-/// squared norms: float arithmetic for Math::exact (any point type); for Math::fast, TF32 products (2^-10
-/// relative each) for float points, centres rounded to half (2^-11) or bfloat16 (2^-8) for 16-bit points.
-/// Each distance is that centre's exact distance within the same bound, and where the runner-up is farther
-/// than twice the bound, the label is the exact argmin. The reference sees the points' own (rounded) values.
+/// squared norms: float arithmetic for Math::exact (any point type, either ExactMethod); Math::fast's
+/// bound otherwise. Each distance is that centre's exact distance within the same bound (fast's for
+/// fast_then_recheck, whose certified points keep their one-product distance), and where the runner-up is
+/// farther than twice the bound, the label is the exact argmin. The reference sees the points' own
+/// (rounded) values.
 template <class P = float>
-void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t pad = 0, Math math = Math::exact) {
+void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t pad = 0, Math math = Math::exact,
+                    ExactMethod method = ExactMethod::three_products) {
   const std::int64_t per_copy = 16 / static_cast<std::int64_t>(sizeof(P));
   const std::int64_t ldx = d + pad + (per_copy - (d + pad) % per_copy) % per_copy, ldc = d + pad;
   const std::vector<P> points = rounded_to<P>(testing::random_nonzero<float>(static_cast<std::size_t>(n * ldx), 21));
   const std::vector<float> x = widened(points);
   const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * ldc), 22);
-  const Outputs got = run(points, c, n, k, d, ldx, ldc, math);
-  const double relative = math == Math::exact                   ? 64 * double(std::numeric_limits<float>::epsilon())
-                          : std::is_same_v<P, __nv_bfloat16> ? std::ldexp(1.0, -5)
-                                                             : std::ldexp(1.0, -8);
+  const Outputs got = run(points, c, n, k, d, ldx, ldc, math, method);
+  const double relative =
+      math == Math::exact ? 64 * double(std::numeric_limits<float>::epsilon()) : fast_relative_bound<P>();
+  const double distance_relative =
+      math == Math::exact && method == ExactMethod::three_products ? relative : fast_relative_bound<P>();
   const auto xn = sq_norms(x, n, d, ldx), cn = sq_norms(c, k, d, ldc);
   const char* type = std::is_same_v<P, float> ? "float" : std::is_same_v<P, __half> ? "half" : "bf16";
   const std::string where = std::string(type) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                            " d=" + std::to_string(d) + (math == Math::exact ? " exact" : " fast");
+                            " d=" + std::to_string(d) +
+                            (math == Math::fast                               ? " fast"
+                             : method == ExactMethod::fast_then_recheck ? " exact (fast, re-checked)"
+                                                                          : " exact");
   double max_cn = 0;
   for (const float v : cn) max_cn = std::max(max_cn, double(v));
   std::int64_t exact = 0, worst_i = -1;
@@ -152,8 +167,10 @@ void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t
                                   << best_j << ")";
     if (second - best > 2 * bound)
       ASSERT_EQ(best_j, label) << where << " point " << i << ": a clear nearest centre was missed";
-    ASSERT_NEAR(mine, double(got.dist[i]), bound) << where << " point " << i;
-    if (std::abs(mine - got.dist[i]) / bound > worst) worst = std::abs(mine - got.dist[i]) / bound, worst_i = i;
+    const double distance_bound = distance_relative * (double(xn[i]) + max_cn);
+    ASSERT_NEAR(mine, double(got.dist[i]), distance_bound) << where << " point " << i;
+    if (std::abs(mine - got.dist[i]) / distance_bound > worst)
+      worst = std::abs(mine - got.dist[i]) / distance_bound, worst_i = i;
   }
   // Ties within float round-off are rare with random data: nearly every exact label is the exact argmin.
   if (math == Math::exact) EXPECT_GE(exact, n - n / 100 - 1) << where;
@@ -163,13 +180,16 @@ void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t
 }
 
 TEST_F(Nearest, MatchesExactDistancesOnOddShapes) {
-  expect_nearest(1, 1, 1);
-  expect_nearest(7, 3, 5, 3);        // d not a multiple of 4: the last 16-byte copy is partial
-  expect_nearest(17, 1, 127);
-  expect_nearest(127, 17, 1000, 4);  // many inner stages, padded rows
-  expect_nearest(1000, 129, 36);     // two centre tiles, the second with one column
-  expect_nearest(300, 1300, 8);      // few point blocks: centre tiles shared over grid y
-  expect_nearest(10243, 260, 64);
+  for (const ExactMethod method : {ExactMethod::three_products, ExactMethod::fast_then_recheck}) {
+    expect_nearest(1, 1, 1, 0, Math::exact, method);
+    expect_nearest(7, 3, 5, 3, Math::exact, method);        // d not a multiple of 4: the last 16-byte copy is partial
+    expect_nearest(17, 1, 127, 0, Math::exact, method);
+    expect_nearest(17, 2, 3, 0, Math::exact, method);
+    expect_nearest(127, 17, 1000, 4, Math::exact, method);  // many inner stages, padded rows
+    expect_nearest(1000, 129, 36, 0, Math::exact, method);  // two centre tiles, the second with one column
+    expect_nearest(300, 1300, 8, 0, Math::exact, method);   // few point blocks: centre tiles shared over grid y
+    expect_nearest(10243, 260, 64, 0, Math::exact, method);
+  }
 }
 
 TEST_F(Nearest, FastMathMatchesWithinTf32Bounds) {
@@ -188,14 +208,17 @@ TEST_F(Nearest, FastMathMatchesWithinTf32Bounds) {
 /// (the exact mode's per-centre power of two).
 template <class P>
 void sixteen_bit_points_match() {
-  for (const Math math : {Math::exact, Math::fast}) {
-    expect_nearest<P>(1, 1, 1, 0, math);
-    expect_nearest<P>(7, 3, 5, 3, math);
-    expect_nearest<P>(17, 2, 3, 0, math);
-    expect_nearest<P>(127, 17, 1000, 8, math);
-    expect_nearest<P>(1000, 129, 36, 0, math);
-    expect_nearest<P>(300, 1300, 8, 0, math);
-    expect_nearest<P>(10243, 260, 64, 0, math);
+  const std::pair<Math, ExactMethod> modes[] = {{Math::exact, ExactMethod::three_products},
+                                                {Math::exact, ExactMethod::fast_then_recheck},
+                                                {Math::fast, ExactMethod::automatic}};
+  for (const auto& [math, method] : modes) {
+    expect_nearest<P>(1, 1, 1, 0, math, method);
+    expect_nearest<P>(7, 3, 5, 3, math, method);
+    expect_nearest<P>(17, 2, 3, 0, math, method);
+    expect_nearest<P>(127, 17, 1000, 8, math, method);
+    expect_nearest<P>(1000, 129, 36, 0, math, method);
+    expect_nearest<P>(300, 1300, 8, 0, math, method);
+    expect_nearest<P>(10243, 260, 64, 0, math, method);
   }
 }
 
@@ -203,9 +226,11 @@ TEST_F(Nearest, HalfPointsMatchInBothModes) { sixteen_bit_points_match<__half>()
 TEST_F(Nearest, Bfloat16PointsMatchInBothModes) { sixteen_bit_points_match<__nv_bfloat16>(); }
 
 /// Exact mode on 16-bit points gives the labels and distances of float points with the same values: every
-/// product is exact in both, whatever the centres' sizes (tiny, huge, mixed within a centre).
+/// product is exact in both, whatever the centres' sizes (tiny, huge, mixed within a centre). Through
+/// fast_then_recheck the same labels (centres beyond half's range certify no point: all are re-checked),
+/// and distances within the one-product bound.
 template <class P>
-void exact_equals_float_on_the_same_values(double scale) {
+void exact_equals_float_on_the_same_values(double scale, ExactMethod method) {
   const std::int64_t n = 3001, k = 300, d = 48;
   std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 42);
   for (std::size_t i = 0; i < c.size(); ++i) c[i] *= float(scale * (i % 7 == 0 ? 1e-3 : 1.0));
@@ -213,14 +238,20 @@ void exact_equals_float_on_the_same_values(double scale) {
   for (float& v : raw) v *= float(std::min(scale, 1.0));  // within half's range
   const std::vector<P> points = rounded_to<P>(raw);
   const std::vector<float> same_values = widened(points);
-  const Outputs want = run(same_values, c, n, k, d, d, d), got = run(points, c, n, k, d, d, d);
+  const Outputs want = run(same_values, c, n, k, d, d, d, Math::exact, ExactMethod::three_products);
+  const Outputs got = run(points, c, n, k, d, d, d, Math::exact, method);
   const auto xn = sq_norms(same_values, n, d, d), cn = sq_norms(c, k, d, d);
   const double max_cn = *std::max_element(cn.begin(), cn.end());
+  const double relative = method == ExactMethod::three_products ? 64 * double(std::numeric_limits<float>::epsilon())
+                                                                : fast_relative_bound<P>();
+  // Half's subnormal centres (the small scale) are rounded to multiples of 2^-25: ||c^ - c|| <= r, so a
+  // one-product distance is off by up to 2 r sqrt(distance) + r^2 more.
+  const double r = std::is_same_v<P, __half> && method == ExactMethod::fast_then_recheck ? std::sqrt(double(d)) * 0x1p-25 : 0;
   std::int64_t same = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     same += want.labels[i] == got.labels[i];
-    ASSERT_NEAR(want.dist[i], got.dist[i], 64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn))
-        << "scale " << scale << " point " << i;
+    const double subnormal = 2 * r * std::sqrt(std::max(0.0, double(want.dist[i]))) + r * r;
+    ASSERT_NEAR(want.dist[i], got.dist[i], relative * (xn[i] + max_cn) + subnormal) << "scale " << scale << " point " << i;
   }
   // Both sides round only their sums (3xTF32 against three exact 16-bit products): ties within float
   // round-off may go either way, nothing else.
@@ -230,10 +261,26 @@ void exact_equals_float_on_the_same_values(double scale) {
 }
 
 TEST_F(Nearest, SixteenBitExactEqualsFloatOnTheSameValues) {
-  for (const double scale : {1.0, 0x1p-20, 0x1p+20}) {
-    exact_equals_float_on_the_same_values<__half>(scale);
-    exact_equals_float_on_the_same_values<__nv_bfloat16>(scale);
-  }
+  for (const ExactMethod method : {ExactMethod::three_products, ExactMethod::fast_then_recheck})
+    for (const double scale : {1.0, 0x1p-20, 0x1p+20}) {
+      exact_equals_float_on_the_same_values<__half>(scale, method);
+      exact_equals_float_on_the_same_values<__nv_bfloat16>(scale, method);
+    }
+}
+
+/// fast_then_recheck on points whose nearest centre has an identical twin: no such point can be certified
+/// (its best two distances are equal), so nearly all go through the exact kernel, in two batches; the
+/// labels are those of three products (the lower twin), equal to an exact argmin.
+TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
+  const std::int64_t n = 70001, half_k = 40, k = 2 * half_k, d = 19, ld = 20;
+  std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(half_k * ld), 52);
+  c.insert(c.end(), c.begin(), c.end());  // centre j + 40 is centre j
+  const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ld), 51);
+  const Outputs three = run(x, c, n, k, d, ld, ld, Math::exact, ExactMethod::three_products);
+  const Outputs rechecked = run(x, c, n, k, d, ld, ld, Math::exact, ExactMethod::fast_then_recheck);
+  EXPECT_EQ(three.labels, rechecked.labels);
+  EXPECT_EQ(0, std::memcmp(three.dist.data(), rechecked.dist.data(), three.dist.size() * sizeof(float)));
+  for (const std::int32_t label : rechecked.labels) ASSERT_LT(label, half_k);
 }
 
 TEST_F(Nearest, RepeatedRunsAreBitIdentical) {
@@ -266,7 +313,7 @@ TEST_F(Nearest, RowSumsAddEveryCrossTermAndAFaultShowsInThem) {
     nearest(ctx, a);
     const std::vector<double> clean = sums.to_host();
     const std::vector<std::int32_t> clean_labels = labels.to_host();
-    EXPECT_EQ(clean_labels, run(x, c, n, k, d, ld, ld, math).labels);
+    EXPECT_EQ(clean_labels, run(x, c, n, k, d, ld, ld, math, ExactMethod::three_products).labels);
     const double u = math == Math::exact ? 0x1p-24 : 0x1p-11;
     for (std::int64_t i = 0; i < n; ++i) {
       double ref = 0, mag = 0;
@@ -321,6 +368,13 @@ TEST_F(Nearest, RefusesWhatItCannotRunAndSaysWhy) {
   a.labels = labels.data();
   a.ldc = 3;
   EXPECT_NE(nearest_can_implement(ctx, a).reason.find("ldc = 3"), std::string::npos);
+  a.ldc = 0;
+  DeviceBuffer<double> sums(8);
+  a.row_sums = sums.data();
+  a.exact_method = ExactMethod::fast_then_recheck;  // the row sums are the three products' terms
+  EXPECT_NE(nearest_can_implement(ctx, a).reason.find("fast_then_recheck"), std::string::npos);
+  a.exact_method = ExactMethod::automatic;
+  EXPECT_TRUE(nearest_can_implement(ctx, a).ok);
 }
 
 }  // namespace

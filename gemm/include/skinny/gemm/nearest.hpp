@@ -26,6 +26,17 @@ enum class Math { exact, fast };
 /// The points' element type.
 enum class Element { f32, f16, bf16 };
 
+/// How Math::exact is reached.
+///  - three_products: every cross term at float accuracy (3xTF32, or three 16-bit parts), about three
+///    times the tensor-core work of Math::fast.
+///  - fast_then_recheck: one product per term, and each point's best two distances. Where they differ by
+///    more than twice a bound on the one-product error (from ||x||, the largest ||c||, d and the
+///    arithmetic), the label is the exact argmin's; the other points (near ties, typically well under 1 %)
+///    are run again with three products. nearest() then waits for its stream once.
+///  - automatic: fast_then_recheck where the products dominate (k >= 64 and k d >= 16384 for float points,
+///    8192 for 16-bit ones), three_products elsewhere and whenever row_sums are asked for.
+enum class ExactMethod { automatic, three_products, fast_then_recheck };
+
 struct NearestArguments {
   const void* x = nullptr;  ///< n x d row-major points of type x_type, leading dimension ldx (0: d)
   Element x_type = Element::f32;
@@ -37,10 +48,13 @@ struct NearestArguments {
   /// Out: labels[i] = argmin_j ||x_i||^2 + ||c_j||^2 - 2 x_i.c_j (ties: the lowest j), and
   /// sq_distances[i] = that minimum clamped at 0 (either may be null when not wanted). Math::fast takes
   /// ||c_j||^2 of the centres as it rounds them (computed here; c_sq_norms is read in exact mode): the
-  /// distances to the rounded centres, with no bias of their own per centre.
+  /// distances to the rounded centres, with no bias of their own per centre. Math::exact through
+  /// fast_then_recheck gives the certified points the one-product distance (within the certificate's
+  /// bound of the exact one) and the re-checked points the float-accurate one.
   std::int32_t* labels = nullptr;
   float* sq_distances = nullptr;
   Math math = Math::exact;
+  ExactMethod exact_method = ExactMethod::automatic;  ///< fast_then_recheck needs n <= 2^31 - 1 and no row_sums
   /// Out, optional: row_sums[i] = sum_j x_i.c_j, the cross terms the argmin compared, added in double (the
   /// left side of a checksum test: it equals x_i.(sum_j c_j) up to rounding; K-means' Params::protect).
   /// Deterministic unless the centre tiles are shared among blocks (few points: their shares are added by

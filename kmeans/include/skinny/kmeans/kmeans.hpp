@@ -109,8 +109,12 @@ struct Params {
   int init_rounds = 5;
   /// GEMM for the cross term X C^T: any registry algorithm that can do the shape, or automatic.
   gemm::Algo backend = gemm::Algo::automatic;
-  /// exact: labels as an exact float argmin gives them (3xTF32 on the tensor cores where the distances
-  /// are fused with the argmin; for 16-bit data, three exact 16-bit products). fast: one product there,
+  /// exact: labels as an exact float argmin gives them. Where the distances are fused with the argmin:
+  /// one product per term with a certificate per point (its best two distances farther apart than the
+  /// products' error can move them), and the few uncertified points re-run in float accuracy (3xTF32, or
+  /// for 16-bit data three exact 16-bit products); with few clusters, only the second (gemm::ExactMethod).
+  /// The per-iteration inertia then carries the one-product error; the result's is from direct
+  /// differences either way. fast: one product there,
   /// TF32 for float data, the centroids rounded to X's type for 16-bit data (about 3x less tensor-core
   /// work; a point whose two nearest centres are within ~1e-3 relative of each other (float, half) or
   /// ~1e-2 (bfloat16) can take the other one). Only the fused kernel (many clusters; any number for
