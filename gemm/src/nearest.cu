@@ -784,18 +784,23 @@ void finish(Context& ctx, const unsigned long long* keys, std::int64_t shares, s
 constexpr std::int64_t kRecheckBatch = 1 << 16;
 
 /// Math::exact through three products per term (the kernel alone) or through one, certified, with the
-/// rest re-checked. ExactMethod::automatic takes the second where the products dominate: from 64 clusters,
-/// k d >= 16384 for float points (d >= 16) and k d >= 8192 for 16-bit ones (d >= 64). Below, the kernel
+/// rest re-checked. ExactMethod::automatic takes the second where the products dominate: float points from
+/// 64 clusters and d = 16 with k d >= 16384; 16-bit points (read at half the bytes, their exact products at
+/// a third of the rate) from d = 64 with k d >= 8192, any k, except that bfloat16 (centres rounded to 8
+/// bits: more points left uncertified) also needs d >= 256 or k >= 1024. Below, the kernel
 /// reads more than it multiplies, three products cost little more than one, and the re-check's own
 /// passes (the second best, the certificate, a wait for the stream) do not pay. H100, 2^20 blobs, ms per
 /// iteration three products / re-checked: float d = 128, k = 64 1.20 / 1.21, k = 128 0.94 / 0.85,
 /// k = 1024 4.75 / 2.92; d = 16, k = 128 0.47 / 0.49, k = 1024 1.63 / 1.25; d = 2, k = 1024 1.61 / 1.45;
-/// half d = 128, k = 64 0.66 / 0.60, k = 1024 2.89 / 1.74; d = 16, k = 1024 1.17 / 1.22. Row sums (they
+/// half d = 128, k = 64 0.66 / 0.60, k = 1024 2.89 / 1.74; d = 16, k = 1024 1.17 / 1.22; d = 512, k = 16
+/// 1.78 / 1.42; bfloat16 d = 64, k = 128 0.48 / 0.56; d = 512, k = 16 1.79 / 1.43. Row sums (they
 /// add the exact kernel's terms) always take three products. SKINNY_NEAREST_EXACT=three_products or
 /// fast_then_recheck overrides automatic (for benchmarks).
 bool recheck_pays(const NearestArguments& a) {
   const bool sixteen_bit = a.x_type != Element::f32;
-  return a.k >= 64 && a.d >= (sixteen_bit ? 64 : 16) && a.k * a.d >= (sixteen_bit ? 8192 : 16384);
+  if (sixteen_bit)
+    return a.d >= 64 && a.k * a.d >= 8192 && (a.x_type == Element::f16 || a.d >= 256 || a.k >= 1024);
+  return a.k >= 64 && a.d >= 16 && a.k * a.d >= 16384;
 }
 
 bool rechecks(const NearestArguments& a) {

@@ -33,8 +33,9 @@ enum class Element { f32, f16, bf16 };
 ///    more than twice a bound on the one-product error (from ||x||, the largest ||c||, d and the
 ///    arithmetic), the label is the exact argmin's; the other points (near ties, typically well under 1 %)
 ///    are run again with three products. nearest() then waits for its stream once.
-///  - automatic: fast_then_recheck where the products dominate (k >= 64 and k d >= 16384 for float points,
-///    8192 for 16-bit ones), three_products elsewhere and whenever row_sums are asked for.
+///  - automatic: fast_then_recheck where the products dominate (float points: k >= 64, d >= 16 and
+///    k d >= 16384; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
+///    three_products elsewhere and whenever row_sums are asked for.
 enum class ExactMethod { automatic, three_products, fast_then_recheck };
 
 struct NearestArguments {
