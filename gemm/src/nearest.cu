@@ -803,14 +803,31 @@ bool recheck_pays(const NearestArguments& a) {
   return a.k >= 64 && a.d >= 16 && a.k * a.d >= 16384;
 }
 
-bool rechecks(const NearestArguments& a) {
+/// Above this share of re-checked points, one product plus the re-check costs more than three products
+/// (H100: one product takes 0.48-0.55 of three's time, and the gathered points run a little less
+/// efficiently). On tight clusters far apart, under Lloyd from random starts, the share reaches 0.5-0.8
+/// at d = 128 (bench/results/h100/2026-11-27_exact-recheck).
+constexpr double kRecheckShareMax = 0.35;
+/// After giving up on a shape, automatic tries the re-check again every this many calls.
+constexpr int kRecheckRetryCalls = 16;
+
+bool rechecks(Context& ctx, const NearestArguments& a) {
   if (a.math != Math::exact || a.row_sums || a.n > INT32_MAX) return false;  // the re-check lists 32-bit rows
   if (a.exact_method != ExactMethod::automatic) return a.exact_method == ExactMethod::fast_then_recheck;
   if (const char* forced = std::getenv("SKINNY_NEAREST_EXACT")) {
     if (std::string(forced) == "three_products") return false;
     if (std::string(forced) == "fast_then_recheck") return true;
   }
-  return recheck_pays(a);
+  if (!recheck_pays(a)) return false;
+  Context::NearestRecheck& seen = ctx.nearest_recheck();
+  const int type = static_cast<int>(a.x_type);
+  if (seen.n != a.n || seen.d != a.d || seen.k != a.k || seen.x_type != type) {
+    seen = Context::NearestRecheck{a.n, a.d, a.k, type, 0.0, 0};
+    return true;
+  }
+  if (seen.rechecked_share <= kRecheckShareMax || seen.calls_since_tried + 1 >= kRecheckRetryCalls) return true;
+  ++seen.calls_since_tried;
+  return false;
 }
 
 /// The kernel alone: Math::fast, or exact by three products (with row sums and a fault when asked).
@@ -894,6 +911,8 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   unsigned flagged = 0;
   SKINNY_CUDA_TRY(cudaMemcpyAsync(&flagged, s.counters, sizeof flagged, cudaMemcpyDeviceToHost, stream));
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  ctx.nearest_recheck() = Context::NearestRecheck{a.n, a.d, a.k, static_cast<int>(a.x_type),
+                                                  static_cast<double>(flagged) / static_cast<double>(a.n), 0};
   if (flagged == 0) return;
   prepare_parts<T, true>(ctx, a, s.exact, nullptr);
   for (std::int64_t b0 = 0; b0 < flagged; b0 += batch) {
@@ -912,7 +931,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
 
 template <class T>
 void nearest_of(Context& ctx, const NearestArguments& a) {
-  if (rechecks(a)) nearest_rechecked<T>(ctx, a);
+  if (rechecks(ctx, a)) nearest_rechecked<T>(ctx, a);
   else if (a.math == Math::exact) nearest_direct<T, true>(ctx, a);
   else nearest_direct<T, false>(ctx, a);
 }

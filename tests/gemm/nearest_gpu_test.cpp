@@ -283,6 +283,28 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
   for (const std::int32_t label : rechecked.labels) ASSERT_LT(label, half_k);
 }
 
+/// ExactMethod::automatic on a shape whose last re-check left most points uncertified takes three products
+/// (the Context remembers the share), and tries the re-check again every 16th call.
+TEST_F(Nearest, AutomaticLeavesTheRecheckWhereItLeavesMostPointsUncertified) {
+  const std::int64_t n = 5000, half_k = 100, k = 2 * half_k, d = 128;
+  std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(half_k * d), 62);
+  c.insert(c.end(), c.begin(), c.end());  // twins: no point can be certified
+  const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 61);
+  Context& ctx = testing::shared_context();
+  ctx.nearest_recheck() = {};
+  const Outputs want = run(x, c, n, k, d, d, d, Math::exact, ExactMethod::three_products);
+  EXPECT_EQ(ctx.nearest_recheck().n, 0) << "three_products keeps no share";
+  for (int call = 1; call <= 17; ++call) {
+    EXPECT_EQ(want.labels, run(x, c, n, k, d, d, d).labels) << "call " << call;
+    const Context::NearestRecheck& seen = ctx.nearest_recheck();
+    ASSERT_EQ(seen.n, n);
+    EXPECT_EQ(seen.rechecked_share, 1.0);
+    // Tried on call 1 and again on call 17, after 15 calls of three products.
+    EXPECT_EQ(seen.calls_since_tried, call < 17 ? call - 1 : 0) << "call " << call;
+  }
+  ctx.nearest_recheck() = {};
+}
+
 TEST_F(Nearest, RepeatedRunsAreBitIdentical) {
   const std::int64_t n = 2000, k = 700, d = 40;
   const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 31);

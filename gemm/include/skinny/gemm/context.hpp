@@ -6,6 +6,7 @@
 #include <skinny/gemm/tsm2_tuning.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace skinny {
@@ -39,6 +40,18 @@ class Context {
   /// tsm2_tuning().key(), kept so that a launch, which looks its plan up by it, does not rebuild it.
   const std::string& tsm2_tuning_key() const noexcept { return tsm2_tuning_key_; }
 
+  /// What gemm::nearest's exact mode saw on the last shape it ran through this Context: the share of points
+  /// its certificate left to re-check, and the calls since it last tried. ExactMethod::automatic goes back
+  /// to three products while that share is too large for the re-check to pay (data in tight clusters
+  /// far apart, with centres split among them), and tries again now and then.
+  struct NearestRecheck {
+    std::int64_t n = 0, d = 0, k = 0;
+    int x_type = -1;
+    double rechecked_share = 0;
+    int calls_since_tried = 0;
+  };
+  NearestRecheck& nearest_recheck() noexcept { return nearest_recheck_; }
+
  private:
   cudaStream_t stream_ = nullptr;
   int device_ = 0;
@@ -48,6 +61,7 @@ class Context {
   std::size_t workspace_bytes_ = 0;
   gemm::Tsm2Tuning tsm2_tuning_;
   std::string tsm2_tuning_key_ = gemm::Tsm2Tuning{}.key();
+  NearestRecheck nearest_recheck_;
 };
 
 /// Number of CUDA devices visible, 0 when there is no driver or no device (never throws).
