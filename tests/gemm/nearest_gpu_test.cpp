@@ -284,7 +284,7 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
 }
 
 /// ExactMethod::automatic on a shape whose last re-check left most points uncertified takes three products
-/// (the Context remembers the share), and tries the re-check again every 16th call.
+/// (the Context remembers the share), and tries the re-check again every 4th call.
 TEST_F(Nearest, AutomaticLeavesTheRecheckWhereItLeavesMostPointsUncertified) {
   const std::int64_t n = 5000, half_k = 100, k = 2 * half_k, d = 128;
   std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(half_k * d), 62);
@@ -294,13 +294,13 @@ TEST_F(Nearest, AutomaticLeavesTheRecheckWhereItLeavesMostPointsUncertified) {
   ctx.nearest_recheck() = {};
   const Outputs want = run(x, c, n, k, d, d, d, Math::exact, ExactMethod::three_products);
   EXPECT_EQ(ctx.nearest_recheck().n, 0) << "three_products keeps no share";
-  for (int call = 1; call <= 17; ++call) {
+  for (int call = 1; call <= 9; ++call) {
     EXPECT_EQ(want.labels, run(x, c, n, k, d, d, d).labels) << "call " << call;
     const Context::NearestRecheck& seen = ctx.nearest_recheck();
     ASSERT_EQ(seen.n, n);
     EXPECT_EQ(seen.rechecked_share, 1.0);
-    // Tried on call 1 and again on call 17, after 15 calls of three products.
-    EXPECT_EQ(seen.calls_since_tried, call < 17 ? call - 1 : 0) << "call " << call;
+    // Tried on calls 1, 5 and 9, three products on the three calls between.
+    EXPECT_EQ(seen.calls_since_tried, (call - 1) % 4) << "call " << call;
   }
   ctx.nearest_recheck() = {};
 }

@@ -43,7 +43,7 @@ class Context {
   /// What gemm::nearest's exact mode saw on the last shape it ran through this Context: the share of points
   /// its certificate left to re-check, and the calls since it last tried. ExactMethod::automatic goes back
   /// to three products while that share is too large for the re-check to pay (data in tight clusters
-  /// far apart, with centres split among them), and tries again now and then.
+  /// far apart, with centres split among them), and tries again every 4 calls.
   struct NearestRecheck {
     std::int64_t n = 0, d = 0, k = 0;
     int x_type = -1;

@@ -37,7 +37,7 @@ enum class Element { f32, f16, bf16 };
 ///    k d >= 16384; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
 ///    three_products elsewhere and whenever row_sums are asked for. When the last try on the same shape
 ///    (through the same Context) left more than 35 % of the points to re-check, three_products, with a
-///    new try every 16 calls (Context::nearest_recheck).
+///    new try every 4 calls (Context::nearest_recheck).
 enum class ExactMethod { automatic, three_products, fast_then_recheck };
 
 struct NearestArguments {
