@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
           for (int c = 0; c < 2; ++c) {
             const float v = fmaf(-2.f, acc[mt][nt][2 * h + c], cn[nt][c]);
             if (kRowSums && cn[nt][c] != INFINITY) lane_sum += acc[mt][nt][2 * h + c];
-            if (kSecond) sv = fminf(sv, fmaxf(v, bv));  // v ties or loses: a second; v wins: the old best is
+            if (kSecond) sv = fminf(sv, fmaxf(v, bv));  // v wins: the old best is second; else v may be
             if (v < bv) {
               bv = v;
               bj = colb + nt * 8 + c;

@@ -46,7 +46,9 @@ struct NearestArguments {
   std::int64_t n = 0, d = 0, ldx = 0;
   const float* c = nullptr;  ///< k x d row-major centres, leading dimension ldc (0: d)
   std::int64_t k = 0, ldc = 0;
-  const float* x_sq_norms = nullptr;  ///< n values ||x_i||^2
+  /// n values ||x_i||^2 (fast_then_recheck's certificate takes them as accurate to 2^-20 relative, e.g.
+  /// summed in double and rounded once)
+  const float* x_sq_norms = nullptr;
   const float* c_sq_norms = nullptr;  ///< k values ||c_j||^2
   /// Out: labels[i] = argmin_j ||x_i||^2 + ||c_j||^2 - 2 x_i.c_j (ties: the lowest j), and
   /// sq_distances[i] = that minimum clamped at 0 (either may be null when not wanted). Math::fast takes
