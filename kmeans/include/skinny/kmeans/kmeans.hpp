@@ -111,7 +111,7 @@ struct Params {
   gemm::Algo backend = gemm::Algo::automatic;
   /// exact: labels as an exact float argmin gives them. Where the distances are fused with the argmin:
   /// one product per term with a certificate per point (its best two distances farther apart than the
-  /// products' error can move them), and the few uncertified points re-run in float accuracy (3xTF32, or
+  /// products' error can move them), and the uncertified points re-run in float accuracy (3xTF32, or
   /// for 16-bit data three exact 16-bit products); with few clusters, only the second (gemm::ExactMethod).
   /// The per-iteration inertia then carries the one-product error; the result's is from direct
   /// differences either way. fast: one product there,
