@@ -237,11 +237,11 @@ struct Assigner {
   std::int64_t n, d, k;
   gemm::Algo backend;
   gemm::Math math;
-  NearestRoute route;  ///< decided once: both flags below and `few` follow from it
-  bool fused;
+  NearestRoute route;  ///< decided once; fused(), native() and `few` follow from it
+  bool fused() const { return route != NearestRoute::none; }
   /// The fused kernel reads the points in their own type (float, or 16-bit without a widened copy): X
   /// itself, or `padded`, X with its rows padded to whole 16-byte copies, made once here; ldn: their stride.
-  bool native;
+  bool native() const { return route == NearestRoute::native; }
   DeviceBuffer<T> padded;
   std::int64_t ldn = 0;
   std::int64_t rows;  ///< per chunk
@@ -266,35 +266,33 @@ struct Assigner {
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
         route(nearest_route(c, x_, n_, d_, k_, b, m)),
-        fused(route != NearestRoute::none),
-        native(route == NearestRoute::native),
         few(!protect && few_clusters_assignment(x_, d_, k_, b, route)) {
     ldn = d;
-    if (native && !few && !rows_fit_nearest(x, d)) {
+    if (native() && !few && !rows_fit_nearest(x, d)) {
       ldn = nearest_row<T>(d);
       padded = DeviceBuffer<T>(static_cast<std::size_t>(n * ldn));
       SKINNY_CUDA_TRY(cudaMemsetAsync(padded.data(), 0, padded.size() * sizeof(T), c.stream()));
       SKINNY_CUDA_TRY(cudaMemcpy2DAsync(padded.data(), ldn * sizeof(T), x, d * sizeof(T), d * sizeof(T),
                                         static_cast<std::size_t>(n), cudaMemcpyDeviceToDevice, c.stream()));
     }
-    if (few || native) {
+    if (few || native()) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
-      rows = fused ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
+      rows = fused() ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
       ldw = padded_row(d);
       wide = DeviceBuffer<float>(static_cast<std::size_t>(rows * ldw));
     } else {
-      rows = fused ? n : chunk_rows(n, k, sizeof(C));
+      rows = fused() ? n : chunk_rows(n, k, sizeof(C));
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {
       // One TF32 (or native 16-bit) product per term in the fused kernel's fast mode; float or double
       // arithmetic elsewhere.
-      const bool bf16_centres = native && std::is_same_v<T, __nv_bfloat16>;
-      const double u = !(fused && math == gemm::Math::fast) ? detail::unit_roundoff<C>()
+      const bool bf16_centres = native() && std::is_same_v<T, __nv_bfloat16>;
+      const double u = !(fused() && math == gemm::Math::fast) ? detail::unit_roundoff<C>()
                        : bf16_centres                      ? detail::kBf16Roundoff
                                                            : detail::kTf32Roundoff;
-      const detail::Carry carry = fused                           ? detail::Carry::pass
+      const detail::Carry carry = fused()                         ? detail::Carry::pass
                                   : k <= detail::kFewClustersMax ? detail::Carry::blocks
                                                                   : detail::Carry::column;
       guard = std::make_unique<detail::DistanceGuard<C>>(d, k, chunks, u, carry);
@@ -308,7 +306,7 @@ struct Assigner {
       } else {  // x.s is one more column of the GEMM
         g = DeviceBuffer<C>(static_cast<std::size_t>(rows * (k + 1)));
       }
-    } else if (!fused && !few) {
+    } else if (!fused() && !few) {
       g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     }
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) events.push_back(std::make_unique<CudaEvent>());
@@ -353,7 +351,7 @@ struct Assigner {
       const std::int64_t m = std::min(rows, n - r0);
       events[e++]->record(stream);
       if constexpr (!std::is_same_v<C, double>) {
-        if (fused) {
+        if (fused()) {
           nearest_chunk(r0, m, c, xnorm, cnorm, labels, mindist, false);
           events[e++]->record(stream);
           detail::count_labels(labels + r0, m, k, counts, stream);
@@ -382,7 +380,7 @@ struct Assigner {
       const bool faulty = timed && ci == faulty_chunk;
       if (timed) events[e++]->record(stream);
       if constexpr (!std::is_same_v<C, double>) {
-        if (fused) {
+        if (fused()) {
           nearest_chunk(r0, m, c, xnorm, cnorm, labels, mindist, faulty);
           if (timed) events[e++]->record(stream);
           detail::check_points(row_sums.data() + r0, carried.data() + r0, xnorm + r0, m, guard->centroid_scale(),
@@ -408,7 +406,7 @@ struct Assigner {
       }
       if (report) report->rows_verified += m;
     };
-    if (fused) detail::row_dots(x, n, d, guard->column_sums(), carried.data(), stream);
+    if (fused()) detail::row_dots(x, n, d, guard->column_sums(), carried.data(), stream);
     for (std::int64_t ci = 0; ci < chunks; ++ci) compute(ci, true);
     const std::vector<std::int64_t> failed = guard->failed_chunks(stream);
     if (!failed.empty()) {
@@ -433,7 +431,7 @@ struct Assigner {
                      C* mindist, bool faulty) {
     if constexpr (!std::is_same_v<C, double>) {
       gemm::NearestArguments na;
-      if (native) {
+      if (native()) {
         na.x = (padded.size() > 0 ? padded.data() : x) + r0 * ldn;
         na.x_type = element_of<T>();
         na.ldx = ldn;
@@ -548,7 +546,7 @@ class Lloyd {
       assign_.sums = &sum_target_;
     }
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
-    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused && !assign_.few && n >= kColumnCopyMinPoints &&
+    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused() && !assign_.few && n >= kColumnCopyMinPoints &&
         fits_in_free_memory(xt_bytes))
       xt_ = DeviceBuffer<C>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
     CudaEvent start, stop;
@@ -863,7 +861,7 @@ ShardAssigner<T>::ShardAssigner(Context& ctx, const T* x, std::int64_t n, std::i
                                 gemm::Algo backend, gemm::Math math, bool column_copy)
     : impl_(std::make_unique<Impl>(ctx, x, n, d, k, backend, math)) {
   const std::size_t elems = static_cast<std::size_t>(n) * static_cast<std::size_t>(d);
-  if (column_copy && !impl_->assign.fused && !impl_->assign.few && n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
+  if (column_copy && !impl_->assign.fused() && !impl_->assign.few && n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
     impl_->xt = DeviceBuffer<T>(elems);
     detail::to_columns(x, n, d, impl_->xt.data(), ctx.stream());
     impl_->assign.xt = impl_->xt.data();
@@ -875,7 +873,7 @@ ShardAssigner<T>::~ShardAssigner() = default;
 
 template <class T>
 bool ShardAssigner<T>::fused() const {
-  return impl_->assign.fused;
+  return impl_->assign.fused();
 }
 
 template <class T>
