@@ -708,6 +708,15 @@ struct Carve {
   }
 };
 
+/// What layout(Carve&) takes, out of ctx's workspace: counted once, then taken.
+template <class Layout>
+auto carve_workspace(Context& ctx, const Layout& layout) {
+  Carve size;
+  layout(size);
+  Carve scratch{static_cast<unsigned char*>(ctx.workspace(static_cast<std::size_t>(size.used)))};
+  return layout(scratch);
+}
+
 /// The centres as one kernel instance reads them (centre_parts_kernel): parts, per-centre unscale factors
 /// (16-bit exact) and ||c||^2 as rounded (one product per term).
 template <class T>
@@ -843,10 +852,7 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
     auto* keys = scratch.take<unsigned long long>(split.shares * a.n);
     return std::make_pair(keys, take_parts<T, kExact>(scratch, a));
   };
-  Carve size;
-  layout(size);
-  Carve scratch{static_cast<unsigned char*>(ctx.workspace(static_cast<std::size_t>(size.used)))};
-  const auto [keys, parts] = layout(scratch);
+  const auto [keys, parts] = carve_workspace(ctx, layout);
   prepare_parts<T, kExact>(ctx, a, parts, nullptr);
   // One product per term compares distances to the centres as rounded (centre_parts_kernel).
   const float* cn = kExact ? a.c_sq_norms : parts.rounded_sq_norms;
@@ -893,10 +899,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     s.batch_keys = scratch.take<unsigned long long>((4LL * sms + ceil_div(batch, BM)) * BM);
     return s;
   };
-  Carve size;
-  layout(size);
-  Carve carve{static_cast<unsigned char*>(ctx.workspace(static_cast<std::size_t>(size.used)))};
-  const Scratch s = layout(carve);
+  const Scratch s = carve_workspace(ctx, layout);
   const cudaStream_t stream = ctx.stream();
 
   SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 2 * sizeof(unsigned), stream));
