@@ -57,6 +57,8 @@ struct KmeansOptions {
   std::string init_centroids;     ///< file of k x d initial centroids (implies --init given)
   std::string sample_weight;      ///< file of n weights (.npy 1-D or n x 1, .csv); empty: 1 each
   int n_init = 1;
+  int init_rounds = kmeans::Params{}.init_rounds;
+  double init_oversampling = kmeans::Params{}.init_oversampling;
   std::string predict;            ///< file of k x d centroids: label the points by them instead of fitting
   std::string output_labels, output_centroids;
   bool compare = false;
@@ -125,6 +127,11 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
                  "from " + std::to_string(kmeans::kParallelInitMinClusters) + " clusters on, k-means++ below)")
       ->check(CLI::IsMember({"auto", "k-means++", "kmeans++", "k-means||", "random"}))
       ->capture_default_str();
+  app.add_option("--init-rounds", o.init_rounds, "k-means||: sampling rounds (each a pass over the points)")
+      ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--init-oversampling", o.init_oversampling,
+                 "k-means||: points sampled per round, as a multiple of k (candidates: about rounds x this x k)")
+      ->check(CLI::Range(0.01, 1000.0))->capture_default_str();
   app.add_option("--init-centroids", o.init_centroids, "File of k x d initial centroids (.npy or .csv)");
   app.add_option("--n-init", o.n_init, "Runs from different seeds; the lowest inertia is kept (one with --init-centroids)")
       ->check(CLI::Range(1, 1000))->capture_default_str();
@@ -311,6 +318,8 @@ kmeans::Params params_of(const KmeansOptions& o, bool synthetic) {
   p.backend = gemm::algo_from_name(o.backend);
   p.column_copy = !o.no_column_copy;
   p.n_init = o.n_init;
+  p.init_rounds = o.init_rounds;
+  p.init_oversampling = o.init_oversampling;
   p.math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
   // Synthetic data runs all --iters (a steady median time per iteration) unless --tol is given.
   p.stop_when_stable = !synthetic || o.tol_given;
@@ -440,17 +449,8 @@ int run_distributed(const KmeansOptions& o, const Input<T>& in) {
   DistributedRun<T> run;
   run.n = o.n;
   run.d = o.d;
-  run.params.k = o.k;
-  run.params.max_iter = o.iters;
-  run.params.tol = o.tol;
-  run.params.init = init_of(o);
-  run.params.seed = o.common.seed;
-  run.params.backend = gemm::algo_from_name(o.backend);
-  run.params.column_copy = !o.no_column_copy;
-  run.params.n_init = o.n_init;
-  run.params.math = o.math == "fast" ? gemm::Math::fast : gemm::Math::exact;
   run.synthetic = !in.data && !in.rows_from_file;
-  run.params.stop_when_stable = !run.synthetic || o.tol_given;
+  run.params = params_of(o, run.synthetic);  // no --protect here: refused with several GPUs or ranks
   run.data_seed = o.common.seed;
   run.input = o.input;
   run.read.raw_cols = o.d;
@@ -709,6 +709,7 @@ int run_kmeans_typed(KmeansOptions& o, const Input<kmeans::compute_t<T>>& in) {
         .field("math", o.math).field("init", kmeans::to_string(kmeans::resolve_init(init_of(o), o.k)))
         .field("init_option", o.init_centroids.empty() ? o.init : "given").field("seed", o.common.seed).field("tol", o.tol)
         .field("max_iter", o.iters).field("n_init", o.n_init).field("seed_of_best_run", r.seed)
+        .field("init_rounds", o.init_rounds).field("init_oversampling", o.init_oversampling)
         .field("sample_weight", o.sample_weight.empty() ? "none" : o.sample_weight)
         .field("data", synthetic ? "blobs" : o.input);
     json.field("inertia_", r.inertia).field("n_iter_", r.n_iter).field("converged", r.converged)

@@ -21,7 +21,6 @@
 #include <thrust/transform.h>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <type_traits>
 
@@ -126,29 +125,41 @@ void reserve(DeviceBuffer<T>& buf, std::size_t used, std::size_t need, cudaStrea
 
 // ----------------------------------------------------------------- greedy weighted k-means++ (reduction)
 
-/// Ranges of candidates: block b of the reduction kernels owns [b * len, (b + 1) * len), so every sum
-/// is formed in the same order whatever the device.
+/// The candidates in ranges of kRange (a warp's lanes), the ranges in groups of kGroup: a draw finds its
+/// group, then its range, then its candidate, and every sum is formed in the same order whatever the
+/// device.
+constexpr int kRange = 32;
+constexpr int kGroup = 32;
 struct Ranges {
-  std::int64_t len = 0, count = 0;
-  explicit Ranges(std::int64_t m) : len(std::max<std::int64_t>(kThreads, (m + 4095) / 4096)), count((m + len - 1) / len) {}
+  std::int64_t m = 0, count = 0, groups = 0;
+  explicit Ranges(std::int64_t candidates)
+      : m(candidates), count((candidates + kRange - 1) / kRange), groups((count + kGroup - 1) / kGroup) {}
 };
 
 /// The uniform draws of one step, one per trial (passed by value: no copy to the device, no wait).
 struct Draws {
+  int trials;
   double u[kMaxTrials];
 };
 
-/// Sum over the block in a fixed tree (blockDim.x == kThreads); every thread gets it.
-__device__ double block_sum(double v, double* buf) {
-  buf[threadIdx.x] = v;
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    __syncthreads();
-    if (threadIdx.x < half) buf[threadIdx.x] += buf[threadIdx.x + half];
-  }
-  __syncthreads();
-  const double s = buf[0];
-  __syncthreads();
-  return s;
+/// What a step leaves the next: its winning trial, the next step's picks (drawn by the block that
+/// settles the step), the range sums of the winner by groups, and the count of blocks done.
+struct StepState {
+  int winner;
+  unsigned done;
+  std::int64_t picks[kMaxTrials];
+};
+
+/// One step's results (two, used in turn: a step reads the previous step's winner from them).
+struct StepBuffers {
+  double* dtrial;    ///< trials x m: min(D2_j, ||c_j - c_pick||^2) for each trial's pick
+  double* pot_part;  ///< trials x count: the sums of w_j dtrial over each range
+};
+
+/// Sum over the warp in a fixed tree; every lane gets it.
+__device__ double warp_sum(double v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFullMask, v, off);
+  return v;
 }
 
 /// Inclusive prefix sum over the warp in a fixed order.
@@ -161,13 +172,12 @@ __device__ double warp_scan(double v, int lane) {
 }
 
 /// The whole warp: the first j in [begin, end) whose value(j) > 0 takes the running sum of the values
-/// past t, with `before` the sum up to it; -1 when the sum never passes t (rounding), with
-/// `last_positive` the last j whose value is > 0 (-1 when none). 32 values at a time, in a fixed order.
+/// past t, and t becomes what is left of it within value(j). When the sum never passes t (rounding): the
+/// last j whose value is > 0 (-1 when none), and t = infinity. 32 values at a time, in a fixed order.
 template <class F>
-__device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double t, F value, int lane, double& before,
-                                  std::int64_t& last_positive) {
+__device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double& t, F value, int lane) {
   double base = 0;
-  last_positive = -1;
+  std::int64_t last = -1;
   for (std::int64_t c0 = begin; c0 < end; c0 += 32) {
     const std::int64_t j = c0 + lane;
     const double v = j < end ? value(j) : 0.0;
@@ -175,219 +185,276 @@ __device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double t
     const unsigned hit = __ballot_sync(kFullMask, v > 0 && base + s > t);
     if (hit) {
       const int at = __ffs(hit) - 1;
-      before = base + __shfl_sync(kFullMask, s - v, at);
+      t -= base + __shfl_sync(kFullMask, s - v, at);
       return c0 + at;
     }
     const unsigned positive = __ballot_sync(kFullMask, v > 0);
-    if (positive) last_positive = c0 + 31 - __clz(positive);
+    if (positive) last = c0 + 31 - __clz(positive);
     base += __shfl_sync(kFullMask, s, 31);
   }
-  return -1;
+  t = INFINITY;
+  return last;
 }
 
-/// The whole warp: a candidate drawn with probability w_j D2_j / sum for the uniform draw u (D2 = 1
-/// before the first centre: by weight alone), through the per-range sums `part` and then within the
-/// range. When nothing is left to draw (every candidate with weight sits on a chosen centre), the first
-/// candidate not yet taken from a uniform start.
-__device__ std::int64_t pick_candidate(const double* __restrict__ part, Ranges ranges, const double* __restrict__ d2,
-                                       const int* __restrict__ w, std::int64_t m, double u,
-                                       const unsigned char* __restrict__ taken, int lane) {
-  double total = 0;
-  for (std::int64_t b = lane; b < ranges.count; b += 32) total += part[b];
-  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(kFullMask, total, off);
+/// The whole warp: a candidate drawn with probability w_j D2_j / `total` for the uniform draw u (D2 = 1
+/// before the first centre: by weight alone), through the group sums, the range sums `part` and then
+/// within the range. When nothing is left to draw (every candidate with weight sits on a chosen
+/// centre), the first candidate not yet taken from a uniform start. Reads what other blocks of the
+/// launch wrote: through L2 (__ldcg).
+__device__ std::int64_t draw_candidate(double u, double total, Ranges r, const double* group_sums, const double* part,
+                                       const double* d2, const int* __restrict__ w, const unsigned char* taken,
+                                       int lane) {
   std::int64_t j = -1;
   if (total > 0) {
-    double before = 0;
-    std::int64_t last = -1;
-    std::int64_t b = warp_find(0, ranges.count, u * total, [&](std::int64_t r) { return part[r]; }, lane, before, last);
-    double t = u * total - before;
-    if (b < 0) {  // rounding: the last range with any weight, its last candidate with any
-      b = last;
-      t = INFINITY;
-    }
-    if (b >= 0) {
-      const std::int64_t lo = b * ranges.len, hi = min(m, lo + ranges.len);
-      j = warp_find(lo, hi, t, [&](std::int64_t q) { return double(w[q]) * d2[q]; }, lane, before, last);
-      if (j < 0) j = last;
-    }
+    double t = u * total;
+    const std::int64_t g = warp_find(0, r.groups, t, [&](std::int64_t q) { return __ldcg(group_sums + q); }, lane);
+    const std::int64_t b =
+        g < 0 ? -1
+              : warp_find(g * kGroup, min(r.count, (g + 1) * kGroup), t,
+                          [&](std::int64_t q) { return __ldcg(part + q); }, lane);
+    if (b >= 0)
+      j = warp_find(b * kRange, min(r.m, (b + 1) * kRange), t,
+                    [&](std::int64_t q) { return double(w[q]) * (d2 == nullptr ? 1.0 : __ldcg(d2 + q)); }, lane);
   }
   if (j < 0) {
-    const std::int64_t start = min(m - 1, static_cast<std::int64_t>(u * double(m)));
-    for (std::int64_t c0 = 0; c0 < m && j < 0; c0 += 32) {
-      const std::int64_t q = (start + c0 + lane) % m;
-      const unsigned free = __ballot_sync(kFullMask, c0 + lane < m && !taken[q]);
-      if (free) j = (start + c0 + __ffs(free) - 1) % m;
+    const std::int64_t start = min(r.m - 1, static_cast<std::int64_t>(u * double(r.m)));
+    for (std::int64_t c0 = 0; c0 < r.m && j < 0; c0 += 32) {
+      const std::int64_t q = (start + c0 + lane) % r.m;
+      const unsigned free = __ballot_sync(kFullMask, c0 + lane < r.m && !__ldcg(taken + q));
+      if (free) j = (start + c0 + __ffs(free) - 1) % r.m;
     }
   }
   return j;
 }
 
-/// Dimensions of the candidates' rows a block stages in shared memory at a time (32 floats, 16 doubles).
-template <class T>
-constexpr int kTrialChunk = 128 / sizeof(T);
-
-/// Every block draws the step's trials itself (a warp per trial; the same draws in every block, block 0
-/// records them in `picks`), then over its range: for every trial l, dtrial[l][j] = min(D2_j,
-/// ||c_j - c_pick_l||^2) (the distance alone on the first step) and pot_part[l][b] = sum of w_j
-/// dtrial[l][j] (a fixed tree). The block's candidates and the trials' rows are staged a chunk of
-/// dimensions at a time, read with whole-row copies; each thread adds its candidate's squared
-/// differences in dimension order, in T (a greedy choice needs no more than the data's precision).
-template <class T>
-__global__ void __launch_bounds__(kThreads) trial_distances_kernel(
-    const T* __restrict__ cand, std::int64_t d, std::int64_t m, Ranges ranges, const double* __restrict__ part,
-    Draws draws, int trials, const unsigned char* __restrict__ taken, bool first, const double* __restrict__ d2,
-    const int* __restrict__ w, std::int64_t* __restrict__ picks, double* __restrict__ dtrial,
-    double* __restrict__ pot_part) {
-  constexpr int kChunk = kTrialChunk<T>;
-  __shared__ double buf[kThreads];
-  __shared__ std::int64_t pick_at[kMaxTrials];
-  __shared__ T rows[kThreads][kChunk + 1];  // +1: a thread's row in its own bank
-  __shared__ T pick_rows[kMaxTrials][kChunk];
-  const int lane = threadIdx.x % 32;
-  for (int l = threadIdx.x / 32; l < trials; l += kThreads / 32) {
-    const std::int64_t j = pick_candidate(part, ranges, d2, w, m, draws.u[l], taken, lane);
-    if (lane == 0) {
-      pick_at[l] = j;
-      if (blockIdx.x == 0) picks[l] = j;
+/// The end of a step, by one whole block: the trials' range sums added by groups (a warp per group and
+/// trial, into `group_sums`, trials x groups), then over the groups; the trial of least potential (ties:
+/// the lower trial) wins and becomes centre `step` (none when step < 0, before the first). Then the next
+/// step's trials are drawn from the winner's distances (`next`: none when it has no trials). `first`: no
+/// distances yet (the first centre is drawn by weight alone). Fixed orders throughout.
+__device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t step, std::int64_t* chosen,
+                            unsigned char* taken, StepState* state, double* group_sums, const int* __restrict__ w,
+                            bool first, const Draws& next) {
+  constexpr int kBatch = 8;  // loads in flight per lane
+  __shared__ double pot[kMaxTrials];
+  __shared__ int winner;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const std::int64_t pairs = trials * r.groups;
+  for (std::int64_t p0 = warp; p0 < pairs; p0 += std::int64_t(warps) * kBatch) {
+    double v[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const std::int64_t p = p0 + std::int64_t(i) * warps, l = p / r.groups, b = p % r.groups * kGroup + lane;
+      v[i] = p < pairs && b < r.count ? __ldcg(out.pot_part + l * r.count + b) : 0.0;
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const std::int64_t p = p0 + std::int64_t(i) * warps;
+      const double sum = warp_sum(v[i]);
+      if (lane == 0 && p < pairs) group_sums[p] = sum;
     }
   }
-  double acc[kMaxTrials];
-#pragma unroll
-  for (int l = 0; l < kMaxTrials; ++l) acc[l] = 0;
-  const std::int64_t lo = static_cast<std::int64_t>(blockIdx.x) * ranges.len, hi = min(m, lo + ranges.len);
-  for (std::int64_t g0 = lo; g0 < hi; g0 += kThreads) {
-    T s[kMaxTrials];
-#pragma unroll
-    for (int l = 0; l < kMaxTrials; ++l) s[l] = T(0);
-    for (std::int64_t c0 = 0; c0 < d; c0 += kChunk) {
-      const int width = static_cast<int>(min(std::int64_t(kChunk), d - c0));
-      __syncthreads();  // the picks are drawn; the previous chunk has been read
-      for (int q = threadIdx.x; q < kThreads * kChunk; q += kThreads) {
-        const int r = q / kChunk, p = q % kChunk;
-        rows[r][p] = g0 + r < hi && p < width ? cand[(g0 + r) * d + c0 + p] : T(0);
-      }
-      for (int q = threadIdx.x; q < trials * kChunk; q += kThreads) {
-        const int l = q / kChunk, p = q % kChunk;
-        pick_rows[l][p] = p < width ? cand[pick_at[l] * d + c0 + p] : T(0);
-      }
-      __syncthreads();
-      for (int p = 0; p < width; ++p) {
-        const T x = rows[threadIdx.x][p];
-#pragma unroll
-        for (int l = 0; l < kMaxTrials; ++l) {
-          if (l < trials) {
-            const T diff = x - pick_rows[l][p];
-            s[l] += diff * diff;
-          }
-        }
-      }
-    }
-    const std::int64_t j = g0 + threadIdx.x;
-    if (j < hi) {
-      const double wj = w[j], dj = d2[j];
-#pragma unroll
-      for (int l = 0; l < kMaxTrials; ++l) {
-        if (l < trials) {
-          const double v = first || double(s[l]) < dj ? double(s[l]) : dj;
-          dtrial[l * m + j] = v;
-          acc[l] += wj * v;
-        }
-      }
+  __threadfence_block();
+  __syncthreads();
+  for (int l = warp; l < trials; l += warps) {
+    double sum = 0;
+    for (std::int64_t g = lane; g < r.groups; g += 32) sum += __ldcg(group_sums + l * r.groups + g);
+    sum = warp_sum(sum);
+    if (lane == 0) pot[l] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int best = 0;
+    for (int l = 1; l < trials; ++l)
+      if (pot[l] < pot[best]) best = l;
+    winner = best;
+    state->winner = best;
+    state->done = 0;
+    if (step >= 0) {
+      chosen[step] = state->picks[best];
+      taken[state->picks[best]] = 1;
     }
   }
-#pragma unroll
-  for (int l = 0; l < kMaxTrials; ++l) {
-    if (l < trials) {
-      const double s = block_sum(acc[l], buf);
-      if (threadIdx.x == 0) pot_part[l * ranges.count + blockIdx.x] = s;
-    }
+  __threadfence_block();
+  __syncthreads();
+  const double* d2 = first ? nullptr : out.dtrial + winner * r.m;
+  for (int l = warp; l < next.trials; l += warps) {
+    const std::int64_t j = draw_candidate(next.u[l], pot[winner], r, group_sums + winner * r.groups,
+                                          out.pot_part + winner * r.count, d2, w, taken, lane);
+    if (lane == 0) state->picks[l] = j;
   }
 }
 
-/// With the step's trials (dtrial set): the trial of lowest potential (its range sums added in order;
-/// ties: the lower trial), decided by every block alike and recorded as centre `step` by block 0, and D2
-/// = its distances. Then part[b] = sum of w_j D2_j over block b's range (a fixed tree): the next step's
-/// draw. Without trials, part alone (D2 as it is).
-__global__ void __launch_bounds__(kThreads) commit_kernel(double* __restrict__ d2, const double* __restrict__ dtrial,
-                                                          const double* __restrict__ pot_part, int trials,
-                                                          const std::int64_t* __restrict__ picks, std::int64_t step,
-                                                          std::int64_t* __restrict__ chosen,
-                                                          unsigned char* __restrict__ taken, std::int64_t m,
-                                                          Ranges ranges, const int* __restrict__ w,
-                                                          double* __restrict__ part) {
-  __shared__ double buf[kThreads];
-  __shared__ int winner;
-  if (dtrial != nullptr && threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    double pot = INFINITY;
-    int best = INT_MAX;
-    if (lane < trials) {
-      pot = 0;
-      for (std::int64_t b = 0; b < ranges.count; ++b) pot += pot_part[lane * ranges.count + b];
-      best = lane;
-    }
-    for (int off = 16; off > 0; off >>= 1) {
-      const double other = __shfl_xor_sync(kFullMask, pot, off);
-      const int other_l = __shfl_xor_sync(kFullMask, best, off);
-      if (other_l != INT_MAX && (best == INT_MAX || other < pot || (other == pot && other_l < best))) {
-        pot = other;
-        best = other_l;
-      }
-    }
-    if (lane == 0) {
-      winner = best;
-      if (blockIdx.x == 0) {
-        chosen[step] = picks[best];
-        taken[picks[best]] = 1;
-      }
-    }
+/// Before the first step: the range sums of the weights, as if they were a single winning trial's, and
+/// the first centre's draw from them (by weight alone). One block.
+__global__ void __launch_bounds__(kThreads) first_draw_kernel(const int* __restrict__ w, Ranges r, StepBuffers out,
+                                                              StepState* state, double* group_sums, Draws next) {
+  const int lane = threadIdx.x % 32;
+  for (std::int64_t b = threadIdx.x / 32; b < r.count; b += kThreads / 32) {
+    const std::int64_t j = b * kRange + lane;
+    const double s = warp_sum(j < r.m ? double(w[j]) : 0.0);
+    if (lane == 0) out.pot_part[b] = s;
   }
+  __threadfence();
   __syncthreads();
-  const std::int64_t lo = static_cast<std::int64_t>(blockIdx.x) * ranges.len, hi = min(m, lo + ranges.len);
-  double s = 0;
-  for (std::int64_t j = lo + threadIdx.x; j < hi; j += kThreads) {
-    if (dtrial != nullptr) d2[j] = dtrial[winner * m + j];
-    s += double(w[j]) * d2[j];
+  settle_step(out, 1, r, -1, nullptr, nullptr, state, group_sums, w, true, next);
+}
+
+/// Dimensions of the candidates' rows a block stages in shared memory at a time (128 floats, 64 doubles),
+/// each warp taking kSpan of them.
+template <class T>
+constexpr int kTrialChunk = 512 / sizeof(T);
+
+/// Values of T in a 16-byte shared-memory load.
+template <class T>
+constexpr int kVector = 16 / sizeof(T);
+
+template <class T>
+struct alignas(16) Vector {
+  T v[kVector<T>];
+};
+
+/// One step of greedy k-means++ with the trials the previous step drew (state->picks; kTrials of them
+/// at most, `trials` used), block b over range b (kRange candidates): for every trial l and candidate j
+/// of the range, dtrial[l][j] = min(D2_j, ||c_j - c_pick_l||^2) (the distance alone on the first step),
+/// D2 the previous winner's, and the range's sum of w_j dtrial[l][j] (a warp's fixed tree). Rows are
+/// staged a chunk of dimensions at a time; each warp adds the squared differences of its share of the
+/// chunk (kSpan dimensions, in order) for every candidate and trial, in T (a greedy choice needs no more
+/// than the data's precision); the warps' sums are then added in warp order. The last block to finish
+/// settles the step and draws the next one's trials (`next`).
+template <class T, int kTrials>
+__global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restrict__ cand, std::int64_t d, Ranges r,
+                                                               int trials, bool first, const int* __restrict__ w,
+                                                               unsigned char* taken, StepBuffers prev, StepBuffers out,
+                                                               StepState* state, double* group_sums, std::int64_t step,
+                                                               std::int64_t* chosen, Draws next) {
+  constexpr int kChunk = kTrialChunk<T>, kVec = kVector<T>;
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kSpan = kChunk / kWarps;
+  static_assert(kRange == 32 && kRange * kChunk % kThreads == 0 && kSpan % kVec == 0,
+                "a lane per candidate, whole staging rounds, whole vectors per warp");
+  // Rows padded by one vector: 16-byte aligned, and the lanes of a quarter warp in distinct banks.
+  __shared__ Vector<T> rows[kRange][kChunk / kVec + 1];
+  __shared__ Vector<T> pick_rows[kTrials][kChunk / kVec];
+  __shared__ T dist[kTrials][kRange];
+  __shared__ std::int64_t pick_at[kTrials];
+  __shared__ bool last;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (threadIdx.x < trials) pick_at[threadIdx.x] = state->picks[threadIdx.x];
+  const double* d2 = prev.dtrial + std::int64_t(state->winner) * r.m;
+  const std::int64_t b = blockIdx.x, lo = b * kRange;
+  const int valid = static_cast<int>(min(std::int64_t(kRange), r.m - lo));
+  T s[kTrials];
+#pragma unroll
+  for (int l = 0; l < kTrials; ++l) s[l] = T(0);
+  for (std::int64_t c0 = 0; c0 < d; c0 += kChunk) {
+    const int width = static_cast<int>(min(std::int64_t(kChunk), d - c0));
+    __syncthreads();  // the picks are read; the previous chunk has been used
+    // Zeros past the last dimension and past the last candidate or trial: they add nothing.
+#pragma unroll
+    for (int round = 0; round < kRange * kChunk / kThreads; ++round) {
+      const int q = threadIdx.x + round * kThreads, row = q / kChunk, p = q % kChunk;
+      rows[row][p / kVec].v[p % kVec] = row < valid && p < width ? cand[(lo + row) * d + c0 + p] : T(0);
+    }
+    for (int q = threadIdx.x; q < kTrials * kChunk; q += kThreads) {
+      const int l = q / kChunk, p = q % kChunk;
+      pick_rows[l][p / kVec].v[p % kVec] = l < trials && p < width ? cand[pick_at[l] * d + c0 + p] : T(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int v = warp * kSpan / kVec; v < (warp + 1) * kSpan / kVec; ++v) {
+      const Vector<T> x = rows[lane][v];
+#pragma unroll
+      for (int l = 0; l < kTrials; ++l) {
+        const Vector<T> c = pick_rows[l][v];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const T diff = x.v[e] - c.v[e];
+          s[l] += diff * diff;
+        }
+      }
+    }
   }
-  s = block_sum(s, buf);
-  if (threadIdx.x == 0) part[blockIdx.x] = s;
+  for (int k = 0; k < kWarps; ++k) {  // the warps' sums in warp order
+    if (warp == k) {
+#pragma unroll
+      for (int l = 0; l < kTrials; ++l) dist[l][lane] = k == 0 ? s[l] : dist[l][lane] + s[l];
+    }
+    __syncthreads();
+  }
+  const std::int64_t j = lo + lane;
+  const double wj = lane < valid ? double(w[j]) : 0.0, dj = lane < valid && !first ? d2[j] : 0.0;
+  for (int l = warp; l < trials; l += kWarps) {
+    const double sl = double(dist[l][lane]);
+    const double v = first || sl < dj ? sl : dj;
+    if (lane < valid) out.dtrial[l * r.m + j] = v;
+    const double sum = warp_sum(lane < valid ? wj * v : 0.0);
+    if (lane == 0) out.pot_part[l * r.count + b] = sum;
+  }
+  // The last block to finish settles the step (everyone's writes made visible first).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&state->done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  settle_step(out, trials, r, step, chosen, taken, state, group_sums, w, false, next);
+}
+
+/// Launches one step with the trial count rounded up to the kernel's (1, 2, 4, ..., kMaxTrials).
+template <class T>
+void launch_greedy_step(unsigned blocks, cudaStream_t stream, const T* cand, std::int64_t d, Ranges r, int trials,
+                        bool first, const int* w, unsigned char* taken, StepBuffers prev, StepBuffers out,
+                        StepState* state, double* group_sums, std::int64_t step, std::int64_t* chosen,
+                        const Draws& next) {
+  static_assert(kMaxTrials == 32, "the buckets below");
+  const auto go = [&](auto kernel) {
+    kernel<<<blocks, kThreads, 0, stream>>>(cand, d, r, trials, first, w, taken, prev, out, state, group_sums, step,
+                                            chosen, next);
+  };
+  if (trials <= 1) go(greedy_step_kernel<T, 1>);
+  else if (trials <= 2) go(greedy_step_kernel<T, 2>);
+  else if (trials <= 4) go(greedy_step_kernel<T, 4>);
+  else if (trials <= 8) go(greedy_step_kernel<T, 8>);
+  else if (trials <= 16) go(greedy_step_kernel<T, 16>);
+  else go(greedy_step_kernel<T, 32>);
+  SKINNY_CHECK_LAUNCH();
 }
 
 /// Greedy k-means++ over the m weighted candidates `cand` (m x d): k steps, each drawing greedy_trials(k)
 /// candidates with probability w D^2 and keeping the one that lowers the weighted potential most
 /// (scikit-learn's greedy rule, as init_kmeans_plus_plus; the first centre drawn by weight alone).
-/// All on the device with no wait per step: the draws go in as kernel arguments. Writes the k chosen
-/// candidates' indices to `chosen`.
+/// All on the device, one launch a step and no wait: the draws go in as kernel arguments, and the last
+/// block of each step settles it and draws the next. Writes the k chosen candidates' indices to `chosen`.
 template <class T>
 void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, std::int64_t k, std::uint64_t key,
                    std::int64_t* chosen, cudaStream_t stream, const InitProgressFn& progress,
                    std::chrono::steady_clock::time_point start) {
   const int trials = greedy_trials(k);
-  const Ranges ranges(m);
-  DeviceBuffer<double> d2(static_cast<std::size_t>(m)), dtrial(static_cast<std::size_t>(trials * m));
-  DeviceBuffer<double> part(static_cast<std::size_t>(ranges.count)),
-      pot_part(static_cast<std::size_t>(trials * ranges.count));
-  DeviceBuffer<std::int64_t> picks(static_cast<std::size_t>(trials));
-  DeviceBuffer<unsigned char> taken(static_cast<std::size_t>(m));
+  const Ranges r(m);
+  const auto size = [](std::int64_t count) { return static_cast<std::size_t>(count); };
+  DeviceBuffer<double> dtrial(size(2 * trials * m)), pot_part(size(2 * trials * r.count));
+  DeviceBuffer<double> group_sums(size(trials * r.groups));
+  DeviceBuffer<unsigned char> taken(size(m));
+  DeviceBuffer<StepState> state(1);
   SKINNY_CUDA_TRY(cudaMemsetAsync(taken.data(), 0, taken.bytes(), stream));
-  thrust::fill(thrust::cuda::par_nosync.on(stream), d2.data(), d2.data() + m, 1.0);
-  const unsigned blocks = static_cast<unsigned>(ranges.count);
-  commit_kernel<<<blocks, kThreads, 0, stream>>>(d2.data(), nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr, m,
-                                                 ranges, w, part.data());
-  SKINNY_CHECK_LAUNCH();
+  SKINNY_CUDA_TRY(cudaMemsetAsync(state.data(), 0, state.bytes(), stream));
+  const auto buffers = [&](std::int64_t parity) {
+    return StepBuffers{dtrial.data() + parity * trials * m, pot_part.data() + parity * trials * r.count};
+  };
   std::uint64_t draw = 0;
-  // Two launches a step: the trials drawn and their distances, then the winner committed.
+  const auto draws_of = [&](std::int64_t step) {  // the first centre by weight alone, one trial
+    Draws next{};
+    next.trials = step >= k ? 0 : step == 0 ? 1 : trials;
+    for (int l = 0; l < next.trials; ++l) next.u[l] = uniform_at(key, draw++);
+    return next;
+  };
+  first_draw_kernel<<<1, kThreads, 0, stream>>>(w, r, buffers(1), state.data(), group_sums.data(), draws_of(0));
+  SKINNY_CHECK_LAUNCH();
   for (std::int64_t step = 0; step < k; ++step) {
-    const int t = step == 0 ? 1 : trials;
-    Draws draws{};
-    for (int l = 0; l < t; ++l) draws.u[l] = uniform_at(key, draw++);
-    trial_distances_kernel<T><<<blocks, kThreads, 0, stream>>>(cand, d, m, ranges, part.data(), draws, t, taken.data(),
-                                                               step == 0, d2.data(), w, picks.data(), dtrial.data(),
-                                                               pot_part.data());
-    SKINNY_CHECK_LAUNCH();
-    commit_kernel<<<blocks, kThreads, 0, stream>>>(d2.data(), dtrial.data(), pot_part.data(), t, picks.data(), step,
-                                                   chosen, taken.data(), m, ranges, w, part.data());
-    SKINNY_CHECK_LAUNCH();
+    launch_greedy_step(static_cast<unsigned>(r.count), stream, cand, d, r, step == 0 ? 1 : trials, step == 0, w,
+                       taken.data(), buffers((step + 1) % 2), buffers(step % 2), state.data(), group_sums.data(), step,
+                       chosen, draws_of(step + 1));
     if (progress && ((step + 1) % kInitProgressEvery == 0 || step + 1 == k)) {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
       progress(InitProgress{"k-means|| reduction", step + 1, k, m, ms_since(start)});
