@@ -32,6 +32,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         that each sample about 2 x n_clusters points at once, then reduced to n_clusters, instead of a
         pass over the data per centre) or k distinct random samples (all on the GPU, from a seed drawn
         from ``random_state``), or the given centres.
+    oversampling_factor : float, default 2.0
+        k-means||: the points sampled per round, as a multiple of n_clusters (cuML's name and default).
+    init_rounds : int, default 5
+        k-means||: sampling rounds, each a pass over the data (Bahmani et al.'s 5; fewer seed faster,
+        with a somewhat worse start on clustered data; not in scikit-learn or cuML).
     n_init : int or "auto", default 1
         Runs with different seeds; the one with the lowest inertia is kept. "auto": 10 for
         ``init="random"``, 1 otherwise (scikit-learn's rule). Given centres run once.
@@ -120,7 +125,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
                  random_state: Optional[Union[int, np.random.RandomState]] = None, backend: str = "auto",
                  column_copy: bool = True, math: str = "exact", stop_when_stable: bool = True,
                  max_gpu_memory: Optional[Union[int, str]] = None, verbose: bool = False,
-                 devices: Optional[Union[int, Sequence[int]]] = None, protect: bool = False) -> None:
+                 devices: Optional[Union[int, Sequence[int]]] = None, protect: bool = False,
+                 oversampling_factor: float = 2.0, init_rounds: int = 5) -> None:
         # Stored unmodified (scikit-learn's rule): checks happen in fit.
         self.n_clusters = n_clusters
         self.init = init
@@ -136,6 +142,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.verbose = verbose
         self.devices = devices
         self.protect = protect
+        self.oversampling_factor = oversampling_factor
+        self.init_rounds = init_rounds
 
     # ----------------------------------------------------------------------------------------- fitting
 
@@ -157,7 +165,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
         args = (int(self.n_clusters), init, centres, int(self.max_iter), float(self.tol), seed, n_init, self.backend,
                 bool(self.column_copy), bool(self.stop_when_stable), self.math, weights,
-                _print_iteration if self.verbose else None)
+                _print_iteration if self.verbose else None, float(self.oversampling_factor), int(self.init_rounds))
         if devices is None:
             result = _skinny.kmeans_fit(X, *args, gpu_memory_bytes(self.max_gpu_memory), bool(self.protect))
         else:
@@ -232,6 +240,11 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"protect must be True or False, got {self.protect!r}")
         if self.protect and self.devices is not None:
             raise ValueError("protect runs on one device; it takes no devices")
+        if (not isinstance(self.oversampling_factor, numbers.Real) or isinstance(self.oversampling_factor, bool)
+                or not np.isfinite(self.oversampling_factor) or self.oversampling_factor <= 0):
+            raise ValueError(f"oversampling_factor must be a finite number > 0, got {self.oversampling_factor!r}")
+        if not _is_int(self.init_rounds) or self.init_rounds < 1:
+            raise ValueError(f"init_rounds must be an integer >= 1, got {self.init_rounds!r}")
         if not _is_int(self.max_iter) or self.max_iter < 1:
             raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
         if (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool) or not np.isfinite(self.tol)

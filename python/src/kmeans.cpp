@@ -52,6 +52,8 @@ struct FitArgs {
   /// Host data streams through at most this many bytes of device memory; 0: only when it does not fit.
   std::uint64_t max_gpu_memory = 0;
   bool protect = false;  ///< Params::protect
+  double init_oversampling = kmeans::Params{}.init_oversampling;  ///< k-means||
+  int init_rounds = kmeans::Params{}.init_rounds;
 };
 
 gemm::Math math_from_name(const std::string& name) {
@@ -100,6 +102,8 @@ kmeans::Params params_of(const FitArgs& a) {
   p.stop_when_stable = a.stop_when_stable;
   p.math = a.math;
   p.protect = a.protect;
+  p.init_oversampling = a.init_oversampling;
+  p.init_rounds = a.init_rounds;
   if (!a.progress.is_none()) {
     nb::object progress = a.progress;
     p.progress = [progress](const kmeans::IterationInfo& i) {
@@ -350,18 +354,19 @@ void bind_kmeans(nb::module_& m) {
       [](const ConstMatrix& x, int k, const std::string& init, std::optional<Matrix> init_centroids, int max_iter,
          double tol, std::uint64_t seed, int n_init, const std::string& backend, bool column_copy,
          bool stop_when_stable, const std::string& math, std::optional<Weights> sample_weight, nb::object progress,
-         std::uint64_t max_gpu_memory, bool protect) {
+         double init_oversampling, int init_rounds, std::uint64_t max_gpu_memory, bool protect) {
         std::vector<double> weights;
         if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
         const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
                         stop_when_stable, math_from_name(math), std::move(weights), std::move(progress),
-                        max_gpu_memory, protect};
+                        max_gpu_memory, protect, init_oversampling, init_rounds};
         return by_any_dtype(x, [&](auto t) { return fit<typename decltype(t)::type>(x, a); });
       },
       nb::arg("x").noconvert(), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(), nb::arg("max_iter"),
       nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"), nb::arg("column_copy"),
       nb::arg("stop_when_stable"), nb::arg("math"), nb::arg("sample_weight").none(), nb::arg("progress").none(),
-      nb::arg("max_gpu_memory") = 0, nb::arg("protect") = false,
+      nb::arg("init_oversampling") = kmeans::Params{}.init_oversampling,
+      nb::arg("init_rounds") = kmeans::Params{}.init_rounds, nb::arg("max_gpu_memory") = 0, nb::arg("protect") = false,
       "Lloyd K-means, n_init runs from seed, the lowest inertia kept; sample_weight empty or n weights. Host data "
       "streams through the GPU (fit_host) when max_gpu_memory > 0 or when it does not fit. protect: checksums on "
       "the distances and the centroid sums (Params::protect). Returns a dict of the result ('stream': the stream "
@@ -371,17 +376,19 @@ void bind_kmeans(nb::module_& m) {
       [](const Matrix& x, const std::vector<int>& devices, int k, const std::string& init,
          std::optional<Matrix> init_centroids, int max_iter, double tol, std::uint64_t seed, int n_init,
          const std::string& backend, bool column_copy, bool stop_when_stable, const std::string& math,
-         std::optional<Weights> sample_weight, nb::object progress) {
+         std::optional<Weights> sample_weight, nb::object progress, double init_oversampling, int init_rounds) {
         std::vector<double> weights;
         if (sample_weight) weights.assign(sample_weight->data(), sample_weight->data() + sample_weight->size());
         const FitArgs a{k, init, std::move(init_centroids), max_iter, tol, seed, n_init, backend, column_copy,
-                        stop_when_stable, math_from_name(math), std::move(weights), std::move(progress)};
+                        stop_when_stable, math_from_name(math), std::move(weights), std::move(progress), 0, false,
+                        init_oversampling, init_rounds};
         return by_dtype(x, [&](auto t) { return fit_devices<typename decltype(t)::type>(x, a, devices); });
       },
       nb::arg("x").noconvert(), nb::arg("devices"), nb::arg("k"), nb::arg("init"), nb::arg("init_centroids").none(),
       nb::arg("max_iter"), nb::arg("tol"), nb::arg("seed"), nb::arg("n_init"), nb::arg("backend"),
       nb::arg("column_copy"), nb::arg("stop_when_stable"), nb::arg("math"), nb::arg("sample_weight").none(),
-      nb::arg("progress").none(),
+      nb::arg("progress").none(), nb::arg("init_oversampling") = kmeans::Params{}.init_oversampling,
+      nb::arg("init_rounds") = kmeans::Params{}.init_rounds,
       "kmeans_fit over several CUDA devices of this process (x on the host, split by rows; NCCL between the "
       "devices when built with it): the result of one device, for any number. Returns a dict of the result.");
   m.def(

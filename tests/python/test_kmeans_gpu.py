@@ -97,6 +97,23 @@ def test_library_initialisations_find_separated_blobs(init):
     np.testing.assert_array_equal(km.labels_, again.labels_)  # deterministic from random_state
 
 
+def test_kmeans_parallel_options_reach_the_library():
+    X, truth = sklearn_datasets.make_blobs(n_samples=3000, centers=40, n_features=8, random_state=3)
+    X = X.astype(np.float32)
+
+    def centres(**options):
+        return skinny.KMeans(40, init="k-means||", max_iter=1, random_state=0, **options).fit(X).cluster_centers_
+
+    default = centres()
+    np.testing.assert_array_equal(default, centres(oversampling_factor=2.0, init_rounds=5))
+    assert not np.array_equal(default, centres(init_rounds=1))
+    assert not np.array_equal(default, centres(oversampling_factor=0.5))
+    # The library checks them too: its message, not the Python layer's.
+    fit = skinny._skinny.kmeans_fit
+    with pytest.raises(ValueError, match=r"init_rounds = 0 must be >= 1"):
+        fit(X, 2, "k-means||", None, 10, 0.0, 1, 1, "auto", True, True, "exact", None, None, init_rounds=0)
+
+
 def test_n_init_keeps_the_lowest_inertia():
     X, k = dataset("digits")
     fit = skinny._skinny.kmeans_fit

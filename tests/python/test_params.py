@@ -10,7 +10,7 @@ import pytest
 import skinny
 
 PARAMS = {"n_clusters", "init", "n_init", "max_iter", "tol", "random_state", "backend", "column_copy", "math",
-          "stop_when_stable", "max_gpu_memory", "verbose", "devices", "protect"}
+          "stop_when_stable", "max_gpu_memory", "verbose", "devices", "protect", "oversampling_factor", "init_rounds"}
 
 
 def test_defaults():
@@ -19,7 +19,7 @@ def test_defaults():
     assert p == {"n_clusters": 8, "init": "k-means++", "n_init": 1, "max_iter": 300, "tol": 1e-4,
                  "random_state": None, "backend": "auto", "column_copy": True, "math": "exact",
                  "stop_when_stable": True, "max_gpu_memory": None, "verbose": False, "devices": None,
-                 "protect": False}
+                 "protect": False, "oversampling_factor": 2.0, "init_rounds": 5}
 
 
 def test_init_stores_parameters_unmodified():

@@ -79,6 +79,8 @@ def test_unknown_backend_lists_the_registry_names():
     {"n_clusters": 0}, {"n_clusters": -3}, {"n_clusters": 2.5}, {"n_clusters": "2"}, {"n_clusters": True},
     {"init": "kmeans||"}, {"n_init": 0}, {"n_init": "many"}, {"max_iter": 0}, {"max_iter": 1.5},
     {"tol": -1e-3}, {"tol": float("nan")}, {"tol": float("inf")}, {"tol": "small"},
+    {"oversampling_factor": 0}, {"oversampling_factor": -2.0}, {"oversampling_factor": float("nan")},
+    {"oversampling_factor": True}, {"oversampling_factor": "2"}, {"init_rounds": 0}, {"init_rounds": 1.5},
 ])
 def test_bad_parameters(params):
     with pytest.raises(ValueError):
