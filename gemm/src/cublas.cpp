@@ -26,8 +26,11 @@ void cublas_launch(const Problem& p, Context& ctx) {
   const cudaDataType_t out = p.out_type == DType::f64 ? CUDA_R_64F : CUDA_R_32F;
   const float alpha_f = float(p.alpha), beta_f = float(p.beta);
   const bool f64 = p.out_type == DType::f64;
-  // CUBLAS_COMPUTE_32F keeps float GEMMs in fp32 arithmetic: no TF32 tensor cores.
-  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  // CUBLAS_COMPUTE_32F keeps float GEMMs in fp32 arithmetic (no TF32 tensor cores) unless the caller
+  // allowed TF32.
+  const cublasComputeType_t compute = f64              ? CUBLAS_COMPUTE_64F
+                                      : p.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                     : CUBLAS_COMPUTE_32F;
   const void* alpha = f64 ? static_cast<const void*>(&p.alpha) : &alpha_f;
   const void* beta = f64 ? static_cast<const void*>(&p.beta) : &beta_f;
   SKINNY_CUBLAS_TRY(cublasGemmEx_64(ctx.cublas(), op_b, op_a, p.n, p.m, p.k, alpha, p.b, in, p.ldb, p.a, in, p.lda,

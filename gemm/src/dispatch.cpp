@@ -51,6 +51,7 @@ Problem make_problem(const Arguments<TIn, TOut>& args) {
   p.out_type = dtype_of<TOut>();
   p.alpha = double(args.alpha);
   p.beta = double(args.beta);
+  p.allow_tf32 = args.allow_tf32 && p.in_type == DType::f32;
   p.c = args.c.data;
   p.ldc = args.c.ld;
   // A column-major C is a row-major C^T = B^T A^T: swap the operands and flip their layouts.

@@ -23,6 +23,7 @@ struct Problem {
   void* c = nullptr;
   std::int64_t ldc = 0;
   double alpha = 1, beta = 0;
+  bool allow_tf32 = false;  ///< Arguments::allow_tf32 (float inputs only)
 };
 
 /// One registry entry: the single source for dispatch, command-line choices, tests and benchmarks.

@@ -13,7 +13,7 @@ namespace detail {
 namespace {
 
 const Algorithm kRegistry[] = {
-    {"cublas", Algo::cublas, "cuBLAS cublasGemmEx (fp32 math without TF32 for float)", cublas_can_implement,
+    {"cublas", Algo::cublas, "cuBLAS cublasGemmEx (fp32 math for float; TF32 when the call allows it)", cublas_can_implement,
      cublas_launch},
     {"naive", Algo::naive, "01: one thread per C element, uncoalesced", naive_can_implement, naive_launch},
     {"coalesced", Algo::coalesced, "02: one thread per C element, coalesced B and C", coalesced_can_implement,

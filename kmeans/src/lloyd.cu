@@ -96,6 +96,21 @@ void check_params(const Params& p) {
 constexpr std::int64_t kFusedMinClusters = 128;
 constexpr std::int64_t kFusedFastMinClusters = 32;
 
+/// Float points in fast mode with many clusters of many dimensions: cuBLAS's TF32 GEMM (Hopper's wgmma)
+/// and then the argmin beat the fused kernel (mma.sync), though they write and read the n x k cross terms.
+/// H100, fast float, 2^20 points, ms per iteration, the fused kernel / a PyTorch Lloyd on TF32 (grid at
+/// 82e8b0e, bench/results/h100/2026-11-27_exact-recheck): d = 512, k = 1024 8.5 / 9.0, k = 8192 64.7 /
+/// 49.9; d = 4096, k = 128 12.7 / 29.5, k = 1024 67.7 / 57.1, k = 8192 506 / 266; d = 128, k = 8192 15.5 /
+/// 31.0. This route against the fused kernel in one run: bench/results/h100/2026-11-27_tf32-gemm.
+constexpr std::int64_t kTf32GemmMinDims = 512;
+constexpr std::int64_t kTf32GemmMinTerms = std::int64_t(1) << 22;  // k d
+
+/// Whether fast mode takes the TF32 GEMM and the argmin instead of the fused kernel (the rule above).
+template <class T>
+bool tf32_gemm_pays(std::int64_t d, std::int64_t k, gemm::Math math) {
+  return std::is_same_v<T, float> && math == gemm::Math::fast && d >= kTf32GemmMinDims && k * d >= kTf32GemmMinTerms;
+}
+
 /// The fused kernel's name for points of type T (float or 16-bit).
 template <class T>
 constexpr gemm::Element element_of() {
@@ -167,7 +182,7 @@ NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::
     const std::int64_t min_k = detail::is_16bit<T>          ? 1
                                : math == gemm::Math::fast ? kFusedFastMinClusters
                                                           : kFusedMinClusters;
-    if (backend != gemm::Algo::automatic || k < min_k) return NearestRoute::none;
+    if (backend != gemm::Algo::automatic || k < min_k || tf32_gemm_pays<T>(d, k, math)) return NearestRoute::none;
     if (nearest_reads_natively(ctx, x, n, d, k, copy_allowed)) return NearestRoute::native;
     if (detail::is_16bit<T> && nearest_runs<T>(ctx, n, d, k, false)) return NearestRoute::widened;
     return NearestRoute::none;
@@ -286,12 +301,12 @@ struct Assigner {
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {
-      // One TF32 (or native 16-bit) product per term in the fused kernel's fast mode; float or double
-      // arithmetic elsewhere.
+      // One TF32 (or native 16-bit) product per term in fast mode, fused or through a float GEMM that
+      // allows TF32; float or double arithmetic elsewhere.
       const bool bf16_centres = native() && std::is_same_v<T, __nv_bfloat16>;
-      const double u = !(fused() && math == gemm::Math::fast) ? detail::unit_roundoff<C>()
-                       : bf16_centres                      ? detail::kBf16Roundoff
-                                                           : detail::kTf32Roundoff;
+      const double u = !(math == gemm::Math::fast && std::is_same_v<C, float>) ? detail::unit_roundoff<C>()
+                       : bf16_centres                                          ? detail::kBf16Roundoff
+                                                                                : detail::kTf32Roundoff;
       const detail::Carry carry = fused()                         ? detail::Carry::pass
                                   : k <= detail::kFewClustersMax ? detail::Carry::blocks
                                                                   : detail::Carry::column;
@@ -321,6 +336,14 @@ struct Assigner {
     } else {
       return xt ? gemm::col_major<const C>(xt + r0, m, d, n) : gemm::row_major<const C>(x + r0 * d, m, d);
     }
+  }
+
+  /// g = the chunk of m rows from r0 times the `columns` centroids c (d x columns, column-major), through
+  /// the backend; fast mode lets a float GEMM round to TF32 (one product per term, as the fused kernel).
+  void cross_terms(std::int64_t r0, std::int64_t m, const C* c, std::int64_t columns) {
+    gemm::Arguments<C> a{chunk(r0, m), gemm::col_major<const C>(c, d, columns), gemm::row_major(g.data(), m, columns)};
+    a.allow_tf32 = math == gemm::Math::fast;
+    gemm::gemm(ctx, a, backend);
   }
 
   void run(const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels, C* mindist, int* counts) {
@@ -358,7 +381,7 @@ struct Assigner {
           continue;
         }
       }
-      gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
+      cross_terms(r0, m, c, k);
       events[e++]->record(stream);
       detail::argmin(g.data(), m, k, xnorm + r0, cnorm, labels + r0, mindist + r0, counts, stream);
     }
@@ -390,15 +413,14 @@ struct Assigner {
         }
       }
       if (guard->blocks()) {
-        gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(c, d, k), gemm::row_major(g.data(), m, k)}, backend);
+        cross_terms(r0, m, c, k);
         if (faulty) inject(r0, m, ci, xnorm, cnorm);
         if (timed) events[e++]->record(stream);
         detail::block_checked_argmin(g.data(), m, k, xnorm + r0, cnorm, guard->carried_blocks(), guard->block_norms(),
                                      ci * guard->blocks_per_chunk(), guard->block_factor(), labels + r0, mindist + r0,
                                      guard->failures(ci), guard->max_ratio(), stream);
       } else {
-        gemm::gemm(ctx, {chunk(r0, m), gemm::col_major<const C>(guard->centroids(), d, k + 1), gemm::row_major(g.data(), m, k + 1)},
-                   backend);
+        cross_terms(r0, m, guard->centroids(), k + 1);
         if (faulty) inject(r0, m, ci, xnorm, cnorm);
         if (timed) events[e++]->record(stream);
         detail::checked_argmin(g.data(), m, k, xnorm + r0, cnorm, guard->centroid_scale(), guard->bound_factor(),
@@ -793,7 +815,9 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
   const NearestRoute route = nearest_route(ctx, x, n, d, k, backend, math);
   if (few_clusters_assignment(x, d, k, backend, route)) return "few-clusters";
   if (route != NearestRoute::none) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
-  return std::string(gemm::to_string(gemm::choose(ctx, distance_probe(x, n, d, k, k))));
+  const gemm::Algo algo = gemm::choose(ctx, distance_probe(x, n, d, k, k));
+  const bool tf32 = algo == gemm::Algo::cublas && math == gemm::Math::fast && !std::is_same_v<compute_t<T>, double>;
+  return std::string(gemm::to_string(algo)) + (tf32 ? " (tf32)" : "");
 }
 
 template <class T>

@@ -2,6 +2,7 @@
 // on the GPU, against the double-precision CPU reference with a norm-wise bound. Outputs are poisoned
 // before each run and the padding between rows of C must come back untouched.
 #include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/gemm.hpp>
 #include <skinny/gemm/reference.hpp>
 
@@ -208,6 +209,45 @@ TEST_F(GemmApi, AutomaticRunsAndRefusalsThrowWithTheReason) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("wmma"), std::string::npos) << e.what();
   }
+}
+
+/// allow_tf32 reaches cuBLAS, which then rounds float to TF32 (within that bound, beyond float's); the
+/// ladder kernels and double ignore it (the same bits as without).
+TEST_F(GemmApi, AllowTf32RoundsOnlyInCublasFloat) {
+  const std::int64_t m = 256, n = 257, k = 1027;
+  const auto a = testing::random_nonzero<float>(m * k, 7), b = testing::random_nonzero<float>(k * n, 8);
+  std::vector<float> c_ref(m * n, 0.0f);
+  const auto ref = reference_gemm(HostMatrix{m, k, k, R}, a, HostMatrix{k, n, n, R}, b, HostMatrix{m, n, n, R}, c_ref,
+                                  1.0, 0.0);
+  DeviceBuffer<float> da(a), db(b), dc(static_cast<std::size_t>(m * n));
+  Context& ctx = testing::shared_context();
+  const auto run = [&](Algo algo, bool tf32) {
+    SKINNY_CUDA_TRY(cudaMemset(dc.data(), 0xff, dc.bytes()));  // NaN
+    Arguments<float> args{row_major<const float>(da.data(), m, k), row_major<const float>(db.data(), k, n),
+                          row_major(dc.data(), m, n)};
+    args.allow_tf32 = tf32;
+    gemm(ctx, args, algo);
+    ctx.synchronize();
+    return dc.to_host();
+  };
+  const std::vector<float> tf32 = run(Algo::cublas, true);
+  const double error = compare(HostMatrix{m, n, n, R}, tf32, ref).relative_error;
+  EXPECT_LE(error, error_bound(k, 0x1p-11));
+  EXPECT_GT(error, error_bound(k, 0x1p-24)) << "cuBLAS kept float accuracy: TF32 was not used";
+  EXPECT_LE(compare(HostMatrix{m, n, n, R}, run(Algo::cublas, false), ref).relative_error, error_bound(k, 0x1p-24));
+  EXPECT_EQ(run(Algo::vectorized, false), run(Algo::vectorized, true));
+
+  const auto ad = testing::random_nonzero<double>(m * k, 9), bd = testing::random_nonzero<double>(k * n, 10);
+  DeviceBuffer<double> dad(ad), dbd(bd), dcd(static_cast<std::size_t>(m * n));
+  const auto run_double = [&](bool tf32) {
+    Arguments<double> args{row_major<const double>(dad.data(), m, k), row_major<const double>(dbd.data(), k, n),
+                           row_major(dcd.data(), m, n)};
+    args.allow_tf32 = tf32;
+    gemm(ctx, args, Algo::cublas);
+    ctx.synchronize();
+    return dcd.to_host();
+  };
+  EXPECT_EQ(run_double(false), run_double(true));
 }
 
 TEST_F(GemmApi, AutomaticPicksTsm2ForTallSkinnyAndCublasOtherwise) {

@@ -160,6 +160,36 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   EXPECT_LE(relative_difference(fast.centroids, exact.centroids), 1e-5);
 }
 
+/// Fast mode with many clusters of many dimensions (k d >= 2^22, d >= 512) takes cuBLAS's TF32 GEMM and the
+/// argmin instead of the fused kernel: the true blobs from their centres, exact math's inertia within 1e-5
+/// relative, and protect's checks pass at the one-product bound.
+TEST_F(KmeansGpu, FastMathTakesTheTf32GemmForLargeProblems) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 6151, d = 2053;
+  const int k = 2048;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 19);
+  EXPECT_EQ("cublas (tf32)", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::exact));
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 511, k, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 2042, gemm::Algo::automatic, gemm::Math::fast))
+      << "k d = 4192226 < 2^22";
+  Params p;
+  p.k = k;
+  p.init = Init::given;
+  p.max_iter = 5;
+  const Result<float> exact = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  p.math = gemm::Math::fast;
+  const Result<float> fast = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fast.labels));
+  EXPECT_NEAR(exact.inertia, fast.inertia, 1e-5 * exact.inertia);
+  p.protect = true;
+  const Result<float> checked = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  EXPECT_EQ(fast.labels, checked.labels);
+  EXPECT_GE(checked.protection.rows_verified, n * checked.n_iter);
+  EXPECT_EQ(0, checked.protection.distance_detections) << "a false alarm at the TF32 bound";
+}
+
 /// 16-bit X (__half, __nv_bfloat16): the same fit as float on the same (widened) values, from the same
 /// centroids, on odd shapes, through the fused kernel (exact and fast math; on the 16-bit rows themselves
 /// where d is a multiple of 8, otherwise on rows widened to float) and through cuBLAS.

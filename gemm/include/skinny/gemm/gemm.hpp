@@ -61,7 +61,7 @@ std::string_view to_string(DType t);
 /// The algorithms of the registry (gemm/src/registry.cu holds the one table of them).
 enum class Algo {
   automatic,     ///< picks the fastest implementation that can do the shape
-  cublas,        ///< cuBLAS (cublasGemmEx; fp32 math without TF32 for float)
+  cublas,        ///< cuBLAS (cublasGemmEx; fp32 math for float, TF32 only with Arguments::allow_tf32)
   naive,         ///< 01: one thread per C element, uncoalesced
   coalesced,     ///< 02: one thread per C element, warps read rows of B together
   smem_tiled,    ///< 03: 32x32 tiles of A and B staged in shared memory
@@ -98,6 +98,9 @@ struct Arguments {
   MatrixView<TOut> c;
   TOut alpha = TOut(1);
   TOut beta = TOut(0);  ///< beta == 0: C is write-only (its old contents, even NaN, are ignored)
+  /// Float inputs may be rounded to TF32 (11 significant bits) by an implementation that gains from it:
+  /// cuBLAS then computes with CUBLAS_COMPUTE_32F_FAST_TF32; every other algorithm stays in float.
+  bool allow_tf32 = false;
 };
 
 /// Whether an algorithm can run a call, and if not, why.

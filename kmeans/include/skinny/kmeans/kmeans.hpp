@@ -236,7 +236,8 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
 /// d >= 128 for 16-bit data and 128 <= d <= 512 for float, on Hopper: dot products on the FMA units, X read once;
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
 /// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
-/// Algo::automatic picks for many clusters) or the registry name of the GEMM `backend` resolves to.
+/// Algo::automatic picks for many clusters) or the registry name of the GEMM `backend` resolves to ("cublas
+/// (tf32)" in fast mode, where cuBLAS may round float to TF32).
 /// Validates like fit.
 template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
