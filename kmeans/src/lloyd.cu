@@ -96,14 +96,16 @@ void check_params(const Params& p) {
 constexpr std::int64_t kFusedMinClusters = 128;
 constexpr std::int64_t kFusedFastMinClusters = 32;
 
-/// Float points in fast mode with many clusters of many dimensions: cuBLAS's TF32 GEMM (Hopper's wgmma)
-/// and then the argmin beat the fused kernel (mma.sync), though they write and read the n x k cross terms.
-/// H100, fast float, 2^20 points, ms per iteration, the fused kernel / a PyTorch Lloyd on TF32 (grid at
-/// 82e8b0e, bench/results/h100/2026-11-27_exact-recheck): d = 512, k = 1024 8.5 / 9.0, k = 8192 64.7 /
-/// 49.9; d = 4096, k = 128 12.7 / 29.5, k = 1024 67.7 / 57.1, k = 8192 506 / 266; d = 128, k = 8192 15.5 /
-/// 31.0. This route against the fused kernel in one run: bench/results/h100/2026-11-27_tf32-gemm.
-constexpr std::int64_t kTf32GemmMinDims = 512;
-constexpr std::int64_t kTf32GemmMinTerms = std::int64_t(1) << 22;  // k d
+/// Float points in fast mode with many clusters of 4096 dimensions or more: cuBLAS's TF32 GEMM (Hopper's
+/// wgmma) and then the argmin beat the fused kernel (mma.sync), though they write and read the n x k cross
+/// terms. 2^20 points, fast float, ms per iteration: this route on an H200 (bench/results/h200/
+/// 2026-11-27_tf32-gemm; flash-kmeans and a PyTorch Lloyd on TF32 in the same run) against the fused kernel
+/// on an H100 (grid at 82e8b0e, bench/results/h100/2026-11-27_exact-recheck): d = 4096, k = 1024 31.5 /
+/// 67.7 (torch 56.0), k = 2048 59.5 (torch 84.5), k = 8192 255 / 506 (torch 263). With fewer dimensions
+/// the route's chunks of ~32 MiB of cross terms are too short for it to pay: d = 512, k = 8192 103 / 64.7
+/// (torch 47.1); d = 1024, k = 8192 119 (torch 73.9).
+constexpr std::int64_t kTf32GemmMinDims = 4096;
+constexpr std::int64_t kTf32GemmMinTerms = std::int64_t(1) << 22;  // k d: from k = 1024 at d = 4096
 
 /// Whether fast mode takes the TF32 GEMM and the argmin instead of the fused kernel (the rule above).
 template <class T>

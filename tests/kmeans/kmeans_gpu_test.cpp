@@ -160,20 +160,20 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   EXPECT_LE(relative_difference(fast.centroids, exact.centroids), 1e-5);
 }
 
-/// Fast mode with many clusters of many dimensions (k d >= 2^22, d >= 512) takes cuBLAS's TF32 GEMM and the
-/// argmin instead of the fused kernel: the true blobs from their centres, exact math's inertia within 1e-5
-/// relative, and protect's checks pass at the one-product bound.
+/// Fast mode with many clusters of many dimensions (d >= 4096, k d >= 2^22) takes cuBLAS's TF32 GEMM and
+/// the argmin instead of the fused kernel: the true blobs from their centres, exact math's inertia within
+/// 1e-5 relative, and protect's checks pass at the one-product bound.
 TEST_F(KmeansGpu, FastMathTakesTheTf32GemmForLargeProblems) {
   Context& ctx = shared_context();
-  const std::int64_t n = 6151, d = 2053;
-  const int k = 2048;
+  const std::int64_t n = 3079, d = 4099;
+  const int k = 1024;
   DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 19);
   EXPECT_EQ("cublas (tf32)", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::exact));
-  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 511, k, gemm::Algo::automatic, gemm::Math::fast));
-  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 2042, gemm::Algo::automatic, gemm::Math::fast))
-      << "k d = 4192226 < 2^22";
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 4095, k, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 1023, gemm::Algo::automatic, gemm::Math::fast))
+      << "k d = 4193277 < 2^22";
   Params p;
   p.k = k;
   p.init = Init::given;
