@@ -303,12 +303,13 @@ struct Assigner {
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {
-      // One TF32 (or native 16-bit) product per term in fast mode, fused or through a float GEMM that
-      // allows TF32; float or double arithmetic elsewhere.
+      // One TF32 (or native 16-bit) product per term in fast mode, fused or through cuBLAS (the one
+      // backend that rounds to TF32 when allowed); float or double arithmetic elsewhere.
       const bool bf16_centres = native() && std::is_same_v<T, __nv_bfloat16>;
-      const double u = !(math == gemm::Math::fast && std::is_same_v<C, float>) ? detail::unit_roundoff<C>()
-                       : bf16_centres                                          ? detail::kBf16Roundoff
-                                                                                : detail::kTf32Roundoff;
+      const bool one_product = math == gemm::Math::fast && (fused() || rounds_to_tf32());
+      const double u = !one_product   ? detail::unit_roundoff<C>()
+                       : bf16_centres ? detail::kBf16Roundoff
+                                      : detail::kTf32Roundoff;
       const detail::Carry carry = fused()                         ? detail::Carry::pass
                                   : k <= detail::kFewClustersMax ? detail::Carry::blocks
                                                                   : detail::Carry::column;
@@ -338,6 +339,14 @@ struct Assigner {
     } else {
       return xt ? gemm::col_major<const C>(xt + r0, m, d, n) : gemm::row_major<const C>(x + r0 * d, m, d);
     }
+  }
+
+  /// Whether the distance GEMM rounds to TF32: fast mode lets it (cross_terms), and float data through
+  /// cuBLAS, chosen or resolved from Algo::automatic, takes it.
+  bool rounds_to_tf32() const {
+    if (fused() || math != gemm::Math::fast || !std::is_same_v<C, float>) return false;
+    const gemm::Algo algo = backend == gemm::Algo::automatic ? gemm::choose(ctx, distance_probe(x, n, d, k, k)) : backend;
+    return algo == gemm::Algo::cublas;
   }
 
   /// g = the chunk of m rows from r0 times the `columns` centroids c (d x columns, column-major), through

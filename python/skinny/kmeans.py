@@ -54,7 +54,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         n_samples >= 65536 on the tall-skinny kernels; costs one more X of device memory).
     math : {"exact", "fast"}, default "exact"
         "exact": labels as an exact float argmin gives them. "fast": one product per cross term where
-        the distances are fused with the argmin (many clusters): TF32 for float data (about 3x less
+        the distances are fused with the argmin (many clusters) or computed by cuBLAS (float data with
+        d >= 4096 and many clusters, or ``backend="cublas"``): TF32 for float data (about 3x less
         tensor-core work), the centroids rounded to float16 / bfloat16 for 16-bit data (about 3x less);
         a sample whose two nearest centres nearly tie can take the other one.
     stop_when_stable : bool, default True

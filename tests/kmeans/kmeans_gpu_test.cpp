@@ -136,8 +136,23 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   matches_reference<float>(3001, 2, 129, gemm::Algo::automatic, 1e-5);   // and to 4
 }
 
-/// Math::fast (one TF32 product in the fused kernel, from 32 clusters): the true blobs from their centres,
-/// and the inertia of exact math within 1e-5 relative.
+/// Fits the blobs from their true centres in exact and in fast math (`p` otherwise as given): fast finds the
+/// true blobs, with exact's inertia and centroids within 1e-5 relative. Returns the fast fit.
+Result<float> fast_fits_like_exact(const DeviceBuffer<float>& x, std::int64_t n, std::int64_t d,
+                                   const Blobs<float>& truth, Params p) {
+  Context& ctx = shared_context();
+  p.init = Init::given;
+  p.math = gemm::Math::exact;
+  const Result<float> exact = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  p.math = gemm::Math::fast;
+  Result<float> fast = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fast.labels));
+  EXPECT_NEAR(exact.inertia, fast.inertia, 1e-5 * exact.inertia);
+  EXPECT_LE(relative_difference(fast.centroids, exact.centroids), 1e-5);
+  return fast;
+}
+
+/// Math::fast (one TF32 product in the fused kernel, from 32 clusters) fits like exact.
 TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   Context& ctx = shared_context();
   const std::int64_t n = 20011, d = 68;
@@ -150,19 +165,13 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
       << "up to 8 clusters of 128 to 512 dimensions float reads X once";
   Params p;
   p.k = k;
-  p.init = Init::given;
   p.max_iter = 20;
-  const Result<float> exact = fit<float>(ctx, x.data(), n, d, p, truth.centers);
-  p.math = gemm::Math::fast;
-  const Result<float> fast = fit<float>(ctx, x.data(), n, d, p, truth.centers);
-  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fast.labels));
-  EXPECT_NEAR(exact.inertia, fast.inertia, 1e-5 * exact.inertia);
-  EXPECT_LE(relative_difference(fast.centroids, exact.centroids), 1e-5);
+  fast_fits_like_exact(x, n, d, truth, p);
 }
 
 /// Fast mode with many clusters of many dimensions (d >= 4096, k d >= 2^22) takes cuBLAS's TF32 GEMM and
-/// the argmin instead of the fused kernel: the true blobs from their centres, exact math's inertia within
-/// 1e-5 relative, and protect's checks pass at the one-product bound.
+/// the argmin instead of the fused kernel; it fits like exact, and protect's checks pass at the one-product
+/// bound.
 TEST_F(KmeansGpu, FastMathTakesTheTf32GemmForLargeProblems) {
   Context& ctx = shared_context();
   const std::int64_t n = 3079, d = 4099;
@@ -176,13 +185,10 @@ TEST_F(KmeansGpu, FastMathTakesTheTf32GemmForLargeProblems) {
       << "k d = 4193277 < 2^22";
   Params p;
   p.k = k;
-  p.init = Init::given;
   p.max_iter = 5;
-  const Result<float> exact = fit<float>(ctx, x.data(), n, d, p, truth.centers);
+  const Result<float> fast = fast_fits_like_exact(x, n, d, truth, p);
+  p.init = Init::given;
   p.math = gemm::Math::fast;
-  const Result<float> fast = fit<float>(ctx, x.data(), n, d, p, truth.centers);
-  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fast.labels));
-  EXPECT_NEAR(exact.inertia, fast.inertia, 1e-5 * exact.inertia);
   p.protect = true;
   const Result<float> checked = fit<float>(ctx, x.data(), n, d, p, truth.centers);
   EXPECT_EQ(fast.labels, checked.labels);
