@@ -75,7 +75,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         checksum computed in the same pass (a chunk that fails is recomputed before its labels are used), and
         the centroid sums against X's column totals, exactly. About 4-13 % more time per iteration (H100,
         docs/fault-tolerant-kmeans.md), except exact math with many clusters, which keeps three products per
-        term when protected (+79 % at 1M x 128, k = 1024, against the certified one-product fit). One device, X in its memory (not with ``devices`` or a streamed fit).
+        term when protected (+79 % at 1M x 128, k = 1024, against the certified one-product fit). One
+        device, X in its memory (not with ``devices`` or a streamed fit).
     devices : None, int or sequence of int, default None
         CUDA devices to fit on (not in scikit-learn). None: the current device (or a CUDA array's own).
         Several devices: X is split by rows among them (a CUDA array is first copied to the host), a
