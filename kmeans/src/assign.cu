@@ -398,8 +398,7 @@ void count_changes(const std::int32_t* a, const std::int32_t* b, std::int64_t n,
   SKINNY_CHECK_LAUNCH();
 }
 
-std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes) {
-  const std::int64_t budget = std::int64_t(32) << 20;
+std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes, std::int64_t budget) {
   return std::max<std::int64_t>(1, std::min<std::int64_t>(n, budget / (k * elem_bytes)));
 }
 

@@ -77,9 +77,10 @@ constexpr std::int64_t kMomentScratchRows = 256;
 template <class T>
 void column_moments(const T* x, std::int64_t rows, std::int64_t d, double* scratch, double* out, cudaStream_t stream);
 
-/// Rows of X per distance chunk: the chunk's cross terms (rows x k) stay within ~32 MiB, so the
-/// argmin reads them from L2 and the full n x k matrix is never written when it would not fit there.
-std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes);
+/// Rows of X per distance chunk: the chunk's cross terms (rows x k) stay within `budget` bytes; with the
+/// default, ~32 MiB, the argmin reads them from L2 and the full n x k matrix is never written when it would
+/// not fit there.
+std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes, std::int64_t budget = std::int64_t(32) << 20);
 
 /// For `rows` points: g (rows x k, row-major) holds x.c; label = argmin_j ||x||^2 + ||c_j||^2 - 2 g_j
 /// (ties: the lowest j), mindist = that distance clamped at 0, counts[label] += 1 (integer atomics:

@@ -96,21 +96,27 @@ void check_params(const Params& p) {
 constexpr std::int64_t kFusedMinClusters = 128;
 constexpr std::int64_t kFusedFastMinClusters = 32;
 
-/// Float points in fast mode with many clusters of 4096 dimensions or more: cuBLAS's TF32 GEMM (Hopper's
-/// wgmma) and then the argmin beat the fused kernel (mma.sync), though they write and read the n x k cross
-/// terms. 2^20 points, fast float, ms per iteration: this route on an H200 (bench/results/h200/
-/// 2026-11-27_tf32-gemm; flash-kmeans and a PyTorch Lloyd on TF32 in the same run) against the fused kernel
-/// on an H100 (grid at 82e8b0e, bench/results/h100/2026-11-27_exact-recheck): d = 4096, k = 1024 31.5 /
-/// 67.7 (torch 56.0), k = 2048 59.5 (torch 84.5), k = 8192 255 / 506 (torch 263). With fewer dimensions
-/// the route's chunks of ~32 MiB of cross terms are too short for it to pay: d = 512, k = 8192 103 / 64.7
-/// (torch 47.1); d = 1024, k = 8192 119 (torch 73.9).
-constexpr std::int64_t kTf32GemmMinDims = 4096;
-constexpr std::int64_t kTf32GemmMinTerms = std::int64_t(1) << 22;  // k d: from k = 1024 at d = 4096
+/// Float points in fast mode with many clusters of many dimensions: cuBLAS's TF32 GEMM (Hopper's wgmma) and
+/// then the argmin beat the fused kernel (mma.sync), though they write and read the n x k cross terms. Their
+/// chunks hold 512 MiB of cross terms: with the argmin's usual 32 MiB (L2-resident) the GEMMs were too short
+/// at d = 512 (103 against 64.7 ms at k = 8192). H100, 2^20 points, fast float, ms per iteration, this route
+/// / the fused kernel, one run each (bench/results/h100/2026-11-27_tf32-chunks): d = 512, k = 2048 11.6 /
+/// 16.0, k = 8192 51.0 / 63.5; d = 1024, k = 8192 78.9 / 123.0; d = 4096, k = 1024 31.2 / 67.7 (grid at
+/// 82e8b0e). A PyTorch Lloyd on TF32 (H200, bench/results/h200/2026-11-27_tf32-gemm): 12.8, 47.1, 73.9, 56.0.
+/// The fused kernel stays ahead with fewer clusters or dimensions: d = 512, k = 1024 7.5 against PyTorch's
+/// 8.4; d = 4096, k = 128 12.7 against 29.5; d = 128, k = 8192 15.5 against 31.0.
+constexpr std::int64_t kTf32GemmMinDims = 512;
+constexpr std::int64_t kTf32GemmMinClusters = 1024;
+constexpr std::int64_t kTf32GemmMinTerms = std::int64_t(1) << 20;  // k d
+
+/// Cross terms per chunk of the TF32 GEMM (the rule above).
+constexpr std::int64_t kTf32ChunkBytes = std::int64_t(512) << 20;
 
 /// Whether fast mode takes the TF32 GEMM and the argmin instead of the fused kernel (the rule above).
 template <class T>
 bool tf32_gemm_pays(std::int64_t d, std::int64_t k, gemm::Math math) {
-  return std::is_same_v<T, float> && math == gemm::Math::fast && d >= kTf32GemmMinDims && k * d >= kTf32GemmMinTerms;
+  return std::is_same_v<T, float> && math == gemm::Math::fast && d >= kTf32GemmMinDims && k >= kTf32GemmMinClusters &&
+         k * d >= kTf32GemmMinTerms;
 }
 
 /// The fused kernel's name for points of type T (float or 16-bit).
@@ -299,7 +305,8 @@ struct Assigner {
       ldw = padded_row(d);
       wide = DeviceBuffer<float>(static_cast<std::size_t>(rows * ldw));
     } else {
-      rows = fused() ? n : chunk_rows(n, k, sizeof(C));
+      // A TF32 GEMM is short next to its cross terms: chunks of kTf32ChunkBytes keep each one long.
+      rows = fused() ? n : rounds_to_tf32() ? chunk_rows(n, k, sizeof(C), kTf32ChunkBytes) : chunk_rows(n, k, sizeof(C));
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {

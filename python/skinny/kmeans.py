@@ -55,7 +55,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     math : {"exact", "fast"}, default "exact"
         "exact": labels as an exact float argmin gives them. "fast": one product per cross term where
         the distances are fused with the argmin (many clusters) or computed by cuBLAS (float data with
-        d >= 4096 and many clusters, or ``backend="cublas"``): TF32 for float data (about 3x less
+        d >= 512 and k >= 1024, or ``backend="cublas"``): TF32 for float data (about 3x less
         tensor-core work), the centroids rounded to float16 / bfloat16 for 16-bit data (about 3x less);
         a sample whose two nearest centres nearly tie can take the other one.
     stop_when_stable : bool, default True

@@ -169,20 +169,21 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   fast_fits_like_exact(x, n, d, truth, p);
 }
 
-/// Fast mode with many clusters of many dimensions (d >= 4096, k d >= 2^22) takes cuBLAS's TF32 GEMM and
-/// the argmin instead of the fused kernel; it fits like exact, and protect's checks pass at the one-product
-/// bound.
+/// Fast mode with many clusters of many dimensions (d >= 512, k >= 1024, k d >= 2^20) takes cuBLAS's TF32
+/// GEMM and the argmin instead of the fused kernel; it fits like exact, and protect's checks pass at the
+/// one-product bound.
 TEST_F(KmeansGpu, FastMathTakesTheTf32GemmForLargeProblems) {
   Context& ctx = shared_context();
-  const std::int64_t n = 3079, d = 4099;
+  const std::int64_t n = 3079, d = 1031;
   const int k = 1024;
   DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 19);
   EXPECT_EQ("cublas (tf32)", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::exact));
-  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 4095, k, gemm::Algo::automatic, gemm::Math::fast));
-  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 1023, gemm::Algo::automatic, gemm::Math::fast))
-      << "k d = 4193277 < 2^22";
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 511, 3000, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 1023, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 1023, k, gemm::Algo::automatic, gemm::Math::fast))
+      << "k d = 1047552 < 2^20";
   Params p;
   p.k = k;
   p.max_iter = 5;
