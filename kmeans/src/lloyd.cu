@@ -305,8 +305,9 @@ struct Assigner {
       ldw = padded_row(d);
       wide = DeviceBuffer<float>(static_cast<std::size_t>(rows * ldw));
     } else {
-      // A TF32 GEMM is short next to its cross terms: chunks of kTf32ChunkBytes keep each one long.
-      rows = fused() ? n : rounds_to_tf32() ? chunk_rows(n, k, sizeof(C), kTf32ChunkBytes) : chunk_rows(n, k, sizeof(C));
+      // A TF32 GEMM is short next to its cross terms: chunks of kTf32ChunkBytes (where they fit) keep it long.
+      const bool long_chunks = !fused() && rounds_to_tf32() && fits_in_free_memory(kTf32ChunkBytes);
+      rows = fused() ? n : long_chunks ? chunk_rows(n, k, sizeof(C), kTf32ChunkBytes) : chunk_rows(n, k, sizeof(C));
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {
