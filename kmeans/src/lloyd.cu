@@ -112,6 +112,13 @@ constexpr std::int64_t kTf32GemmMinTerms = std::int64_t(1) << 20;  // k d
 /// Cross terms per chunk of the TF32 GEMM (the rule above).
 constexpr std::int64_t kTf32ChunkBytes = std::int64_t(512) << 20;
 
+/// Whether a distance GEMM of compute type C through `algo` rounds to TF32: fast mode allows it
+/// (Assigner::cross_terms), and cuBLAS alone takes it, in float.
+template <class C>
+bool gemm_rounds_to_tf32(gemm::Algo algo, gemm::Math math) {
+  return algo == gemm::Algo::cublas && math == gemm::Math::fast && std::is_same_v<C, float>;
+}
+
 /// Whether fast mode takes the TF32 GEMM and the argmin instead of the fused kernel (the rule above).
 template <class T>
 bool tf32_gemm_pays(std::int64_t d, std::int64_t k, gemm::Math math) {
@@ -306,7 +313,7 @@ struct Assigner {
       wide = DeviceBuffer<float>(static_cast<std::size_t>(rows * ldw));
     } else {
       // A TF32 GEMM is short next to its cross terms: chunks of kTf32ChunkBytes (where they fit) keep it long.
-      const bool long_chunks = !fused() && rounds_to_tf32() && fits_in_free_memory(kTf32ChunkBytes);
+      const bool long_chunks = rounds_to_tf32() && fits_in_free_memory(kTf32ChunkBytes);
       rows = fused() ? n : long_chunks ? chunk_rows(n, k, sizeof(C), kTf32ChunkBytes) : chunk_rows(n, k, sizeof(C));
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
@@ -349,12 +356,12 @@ struct Assigner {
     }
   }
 
-  /// Whether the distance GEMM rounds to TF32: fast mode lets it (cross_terms), and float data through
-  /// cuBLAS, chosen or resolved from Algo::automatic, takes it.
+  /// Whether the distance GEMM rounds to TF32 (gemm_rounds_to_tf32 of the backend, chosen or resolved
+  /// from Algo::automatic); never on the fused route.
   bool rounds_to_tf32() const {
-    if (fused() || math != gemm::Math::fast || !std::is_same_v<C, float>) return false;
+    if (fused() || math != gemm::Math::fast) return false;
     const gemm::Algo algo = backend == gemm::Algo::automatic ? gemm::choose(ctx, distance_probe(x, n, d, k, k)) : backend;
-    return algo == gemm::Algo::cublas;
+    return gemm_rounds_to_tf32<C>(algo, math);
   }
 
   /// g = the chunk of m rows from r0 times the `columns` centroids c (d x columns, column-major), through
@@ -835,8 +842,7 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
   if (few_clusters_assignment(x, d, k, backend, route)) return "few-clusters";
   if (route != NearestRoute::none) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
   const gemm::Algo algo = gemm::choose(ctx, distance_probe(x, n, d, k, k));
-  const bool tf32 = algo == gemm::Algo::cublas && math == gemm::Math::fast && !std::is_same_v<compute_t<T>, double>;
-  return std::string(gemm::to_string(algo)) + (tf32 ? " (tf32)" : "");
+  return std::string(gemm::to_string(algo)) + (gemm_rounds_to_tf32<compute_t<T>>(algo, math) ? " (tf32)" : "");
 }
 
 template <class T>
