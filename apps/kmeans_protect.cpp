@@ -45,9 +45,10 @@ bool above_bound(const kmeans::ProtectionReport& p) {
 
 void print_protection(const kmeans::ProtectionReport& p) {
   if (!p.enabled) return;
-  std::printf("protected: %lld point checks of the distances, %d chunk(s) recomputed, %d update(s) recomputed; largest "
-              "clean |difference| / bound %.3g\n",
-              static_cast<long long>(p.rows_verified), p.distance_detections, p.sum_detections, p.max_clean_ratio);
+  std::printf("protected: %lld point checks of the distances (%lld re-checked at float accuracy), %d chunk(s) "
+              "recomputed, %d update(s) recomputed; largest clean |difference| / bound %.3g\n",
+              static_cast<long long>(p.rows_verified), static_cast<long long>(p.rows_rechecked), p.distance_detections,
+              p.sum_detections, p.max_clean_ratio);
   if (!p.injected) return;
   if (p.target == kmeans::FaultTarget::distances)
     std::printf("injected: bit %d of cross term (point %lld, column %lld; a column k is the checksum): %.9g -> %.9g, "
@@ -62,7 +63,7 @@ void print_protection(const kmeans::ProtectionReport& p) {
 
 void write_protection(JsonWriter& json, const kmeans::ProtectionReport& p) {
   json.key("protection").begin_object();
-  json.field("enabled", p.enabled).field("rows_verified", p.rows_verified)
+  json.field("enabled", p.enabled).field("rows_verified", p.rows_verified).field("rows_rechecked", p.rows_rechecked)
       .field("distance_detections", std::int64_t(p.distance_detections))
       .field("sum_detections", std::int64_t(p.sum_detections)).field("max_clean_ratio", p.max_clean_ratio)
       .field("injected", p.injected);

@@ -5,7 +5,7 @@
 # Writes OUTDIR/*.json and logs; prints a table last.
 #   PROTECT_PARTS="overhead clean campaign"       parts to run (default: all)
 #   PROTECT_BACKENDS="auto cublas tsm2"           backends of the overhead part
-#   PROTECT_SHAPES="main many"                    shapes to run
+#   PROTECT_SHAPES="main many"                    shapes to run (many_fast: 1048576 x 128, k = 1024, --math fast)
 set -uo pipefail
 out=${1:?usage: bench/protect_bench.sh OUTDIR [TRIALS]}
 trials=${2:-2000}
@@ -16,6 +16,7 @@ km=build/gpu-check/apps/kmeans
 parts=" ${PROTECT_PARTS:-overhead clean campaign} "
 main=(--n 262144 --d 4096 --k 16)
 many=(--n 1048576 --d 128 --k 1024)
+many_fast=(--n 1048576 --d 128 --k 1024 --math fast)
 
 if [[ $parts == *" overhead "* ]]; then
   # 50 iterations each: unprotected with the default path (auto) and the same backend as the protected run,

@@ -75,7 +75,7 @@ struct Ring {
   static constexpr int slots = (BM + parts * BN) * ch + 2 * BN / 4;
   static constexpr int stages = slots * 16 <= 33 * 1024 ? 3 : 2;
   static constexpr std::size_t smem =
-      std::size_t(stages) * slots * 16 + BM * WARPS_N * (sizeof(float) + sizeof(int) + sizeof(double));
+      std::size_t(stages) * slots * 16 + BM * WARPS_N * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
   static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
   static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
   /// Slot s of row r is stored at r * ch + (s ^ swizzle(r)): the 8 rows an 8 x 8 ldmatrix reads (16 bytes
@@ -224,8 +224,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   float* best_val = reinterpret_cast<float*>(ring + kStages * R::slots);  // [BM][WARPS_N]
   int* best_col = reinterpret_cast<int*>(best_val + BM * WARPS_N);
   double* row_sum = reinterpret_cast<double*>(best_col + BM * WARPS_N);  // [BM][WARPS_N], when p.row_sums
-  float* best_second = reinterpret_cast<float*>(row_sum);                 // [BM][WARPS_N], kSecond instead
-  static_assert(!(kSecond && kRowSums), "the second best takes the row sums' shared memory");
+  float* best_second = reinterpret_cast<float*>(row_sum + BM * WARPS_N);  // [BM][WARPS_N], kSecond
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -679,9 +678,14 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (ldx % per_copy != 0 || reinterpret_cast<std::uintptr_t>(a.x) % 16 != 0)
     return Support::no("nearest: points are read with 16-byte copies: ldx = " + to_string(ldx) +
                        " must be a multiple of " + to_string(per_copy) + " and x 16-byte aligned");
-  if (a.math == Math::exact && a.exact_method == ExactMethod::fast_then_recheck && (a.row_sums || a.n > INT32_MAX))
-    return Support::no("nearest: ExactMethod::fast_then_recheck takes no row_sums and at most 2^31 - 1 points (n = " +
-                       to_string(a.n) + ")");
+  const int recheck_outputs = (a.rechecked_rows != nullptr) + (a.rechecked_row_sums != nullptr) +
+                              (a.rechecked_count != nullptr);
+  if (recheck_outputs != 0 && (recheck_outputs != 3 || !a.row_sums))
+    return Support::no("nearest: rechecked_rows, rechecked_row_sums and rechecked_count go together, with row_sums");
+  if (a.math == Math::exact && a.exact_method == ExactMethod::fast_then_recheck &&
+      ((a.row_sums && recheck_outputs == 0) || a.n > INT32_MAX))
+    return Support::no("nearest: ExactMethod::fast_then_recheck takes at most 2^31 - 1 points (n = " + to_string(a.n) +
+                       ") and, with row_sums, the re-check's outputs (rechecked_rows, rechecked_row_sums, rechecked_count)");
   if (a.row_sums && a.fault_row >= 0 &&
       (a.fault_row >= a.n || a.fault_col < 0 || a.fault_col >= a.k || a.fault_bit < 0 || a.fault_bit > 31 || !a.fault_values))
     return Support::no("nearest: a fault needs fault_row < n, 0 <= fault_col < k, 0 <= fault_bit < 32 and fault_values");
@@ -765,13 +769,14 @@ Split split_for(std::int64_t m, std::int64_t k, int sms) {
 }
 
 /// The fused kernel on m points x (leading dimension ldx) against the prepared centres; keys (and with
-/// kSecond, second) get split.shares x m values. Row sums and the fault come from a (checked instances only).
+/// kSecond, second) get split.shares x m values, row_sums (kRowSums, zeroed) m sums. The fault comes from a.
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
 void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
-                   const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys, float* second) {
+                   const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys, float* second,
+                   double* row_sums = nullptr) {
   using R = Ring<T, kExact>;
   const Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
-                 static_cast<int>(split.tiles_per_share), kRowSums ? a.row_sums : nullptr, kFault ? a.fault_row : -1,
+                 static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
                  a.fault_col, a.fault_bit, a.fault_values};
   const auto kernel = nearest_kernel<T, kExact, kRowSums, kFault, kSecond>;
   SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(R::smem)));
@@ -803,7 +808,8 @@ constexpr std::int64_t kRecheckBatch = 1 << 16;
 /// k = 1024 4.75 / 2.92; d = 16, k = 128 0.47 / 0.49, k = 1024 1.63 / 1.25; d = 2, k = 1024 1.61 / 1.45;
 /// half d = 128, k = 64 0.66 / 0.60, k = 1024 2.89 / 1.74; d = 16, k = 1024 1.17 / 1.22; d = 512, k = 16
 /// 1.78 / 1.42; bfloat16 d = 64, k = 128 0.48 / 0.56; d = 512, k = 16 1.79 / 1.43. Row sums (they
-/// add the exact kernel's terms) always take three products. SKINNY_NEAREST_EXACT=three_products or
+/// add the exact kernel's terms) take three products unless the re-check's outputs are given.
+/// SKINNY_NEAREST_EXACT=three_products or
 /// fast_then_recheck overrides automatic (for benchmarks).
 bool recheck_pays(const NearestArguments& a) {
   const bool sixteen_bit = a.x_type != Element::f32;
@@ -825,7 +831,8 @@ constexpr double kRecheckShareMax = 0.35;
 constexpr int kRecheckRetryCalls = 4;
 
 bool rechecks(Context& ctx, const NearestArguments& a) {
-  if (a.math != Math::exact || a.row_sums || a.n > INT32_MAX) return false;  // the re-check lists 32-bit rows
+  if (a.math != Math::exact || a.n > INT32_MAX) return false;  // the re-check lists 32-bit rows
+  if (a.row_sums && !a.rechecked_rows) return false;
   if (a.exact_method != ExactMethod::automatic) return a.exact_method == ExactMethod::fast_then_recheck;
   if (const char* forced = std::getenv("SKINNY_NEAREST_EXACT")) {
     if (std::string(forced) == "three_products") return false;
@@ -859,17 +866,20 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
   if (a.row_sums)
     SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), ctx.stream()));
   if (a.row_sums && a.fault_row >= 0)
-    launch_kernel<T, kExact, true, true, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr);
+    launch_kernel<T, kExact, true, true, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr, a.row_sums);
   else if (a.row_sums)
-    launch_kernel<T, kExact, true, false, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr);
+    launch_kernel<T, kExact, true, false, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr, a.row_sums);
   else
     launch_kernel<T, kExact, false, false, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr);
   finish(ctx, keys, split.shares, a.n, nullptr, a);
+  if (a.rechecked_count) *a.rechecked_count = 0;
+  if (a.row_sums_one_product) *a.row_sums_one_product = !kExact;
 }
 
 /// Math::exact by ExactMethod::fast_then_recheck: the one-product kernel with each point's second best, a
 /// certificate per point (finish_kernel), and the exact kernel on the points it leaves, gathered in batches.
-/// Waits for the stream once, for the number of those points.
+/// Waits for the stream once, for the number of those points. With row_sums: the first pass adds its
+/// one-product terms (and takes the fault), the re-check the float-accurate terms of the points it lists.
 template <class T>
 void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   const std::int64_t ldx = a.ldx ? a.ldx : a.d;
@@ -904,14 +914,25 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
 
   SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 2 * sizeof(unsigned), stream));
   prepare_parts<T, false>(ctx, a, s.fast, s.counters + 1);
-  launch_kernel<T, false, false, false, true>(ctx, a, a.x, ldx, a.n, s.fast, s.fast.rounded_sq_norms, split, s.keys,
-                                              s.second);
+  const float* rounded_cn = s.fast.rounded_sq_norms;
+  if (a.row_sums) {
+    SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), stream));
+    if (a.fault_row >= 0)
+      launch_kernel<T, false, true, true, true>(ctx, a, a.x, ldx, a.n, s.fast, rounded_cn, split, s.keys, s.second,
+                                                a.row_sums);
+    else
+      launch_kernel<T, false, true, false, true>(ctx, a, a.x, ldx, a.n, s.fast, rounded_cn, split, s.keys, s.second,
+                                                 a.row_sums);
+  } else {
+    launch_kernel<T, false, false, false, true>(ctx, a, a.x, ldx, a.n, s.fast, rounded_cn, split, s.keys, s.second);
+  }
+  if (a.row_sums_one_product) *a.row_sums_one_product = true;
   Certificate cert;
   cert.second = s.second;
   cert.bound = certificate_bound<T>(a.d);
   cert.sqrt_d = std::sqrt(static_cast<double>(a.d));
   cert.largest_norm = s.counters + 1;
-  cert.flagged = s.flagged;
+  cert.flagged = a.rechecked_rows ? a.rechecked_rows : s.flagged;
   cert.flagged_count = s.counters;
   finish(ctx, s.keys, split.shares, a.n, nullptr, a, cert);
 
@@ -920,19 +941,27 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
   ctx.nearest_recheck() = Context::NearestRecheck{a.n, a.d, a.k, static_cast<int>(a.x_type),
                                                   static_cast<double>(flagged) / static_cast<double>(a.n), 0};
+  if (a.rechecked_count) *a.rechecked_count = flagged;
   if (flagged == 0) return;
+  if (a.rechecked_row_sums)
+    SKINNY_CUDA_TRY(cudaMemsetAsync(a.rechecked_row_sums, 0, flagged * sizeof(double), stream));
   prepare_parts<T, true>(ctx, a, s.exact, nullptr);
   for (std::int64_t b0 = 0; b0 < flagged; b0 += batch) {
     const std::int64_t m = std::min<std::int64_t>(batch, flagged - b0);
     const unsigned gather_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(m, 8), 8LL * sms));
     gather_rows_kernel<<<gather_blocks, 256, 0, stream>>>(static_cast<const uint4*>(a.x),
                                                           ldx * static_cast<std::int64_t>(sizeof(T)) / 16,
-                                                          s.flagged + b0, m, row_copies, s.batch_rows);
+                                                          cert.flagged + b0, m, row_copies, s.batch_rows);
     SKINNY_CHECK_LAUNCH();
     const Split batch_split = split_for(m, a.k, sms);
-    launch_kernel<T, true, false, false, false>(ctx, a, s.batch_rows, row_copies * 16 / static_cast<std::int64_t>(sizeof(T)),
-                                                m, s.exact, a.c_sq_norms, batch_split, s.batch_keys, nullptr);
-    finish(ctx, s.batch_keys, batch_split.shares, m, s.flagged + b0, a);
+    const std::int64_t batch_ld = row_copies * 16 / static_cast<std::int64_t>(sizeof(T));
+    if (a.rechecked_row_sums)
+      launch_kernel<T, true, true, false, false>(ctx, a, s.batch_rows, batch_ld, m, s.exact, a.c_sq_norms, batch_split,
+                                                 s.batch_keys, nullptr, a.rechecked_row_sums + b0);
+    else
+      launch_kernel<T, true, false, false, false>(ctx, a, s.batch_rows, batch_ld, m, s.exact, a.c_sq_norms, batch_split,
+                                                  s.batch_keys, nullptr);
+    finish(ctx, s.batch_keys, batch_split.shares, m, cert.flagged + b0, a);
   }
 }
 

@@ -107,17 +107,20 @@ __device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t
   }
 }
 
-/// The checksum test of one point (protect.hpp): its cross terms' sum against the carried x.s, within its
-/// bound; a failure adds 1 to *failures, a pass raises *max_ratio (float bits of |difference| / bound, >= 0,
-/// so an integer max orders them and is deterministic).
-__device__ __forceinline__ void check_point(double sum, double carried, double x_sq_norm, double scale, double factor,
-                                            int* failures, unsigned* max_ratio) {
-  const double ratio = fabs(sum - carried) / distance_bound(x_sq_norm, scale, factor);
+/// A checksum test's outcome, |difference| / bound: a failure adds 1 to *failures, a pass raises *max_ratio
+/// (float bits of the ratio, >= 0, so an integer max orders them and is deterministic).
+__device__ __forceinline__ void record_check(double ratio, int* failures, unsigned* max_ratio) {
   if (!(ratio <= 1)) {  // NaN and infinity fail too
     atomicAdd(failures, 1);
   } else {
     atomicMax(max_ratio, __float_as_uint(static_cast<float>(ratio)));
   }
+}
+/// The checksum test of one point (protect.hpp): its cross terms' sum against the carried x.s, within its
+/// bound.
+__device__ __forceinline__ void check_point(double sum, double carried, double x_sq_norm, double scale, double factor,
+                                            int* failures, unsigned* max_ratio) {
+  record_check(fabs(sum - carried) / distance_bound(x_sq_norm, scale, factor), failures, max_ratio);
 }
 
 /// Counts per block in shared memory when they fit (one global atomic per cluster and block instead of
@@ -177,6 +180,44 @@ __global__ void check_points_kernel(const double* __restrict__ sums, const doubl
     check_point(sums[i], carried[i], static_cast<double>(xnorm[i]), m, factor, failures, max_ratio);
 }
 
+/// One warp per block of kOneProductBlockRows points: the sum of their one-product row sums (in a fixed
+/// order) against the block's carried term, within one_product_block_bound.
+__global__ void check_one_product_blocks_kernel(const double* __restrict__ sums, std::int64_t rows,
+                                                const double* __restrict__ carried, const double* __restrict__ norms,
+                                                const double* __restrict__ scale, double factor, double bias,
+                                                int* __restrict__ failures, unsigned* __restrict__ max_ratio) {
+  const std::int64_t b = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t r0 = b * kOneProductBlockRows;
+  if (r0 >= rows) return;
+  const std::int64_t r1 = min(r0 + kOneProductBlockRows, rows);
+  double v = 0;
+  for (std::int64_t i = r0 + lane; i < r1; i += 32) v += sums[i];
+  v = warp_sum(v);
+  if (lane == 0) {
+    const double ratio = fabs(v - carried[b]) / one_product_block_bound(norms[b], carried[b], *scale, factor, bias);
+    record_check(ratio, failures, max_ratio);
+  }
+}
+
+/// One warp per listed point (rows[i] of x): sums[i] against x_row . s (in double), within the point's bound.
+template <class T>
+__global__ void check_listed_points_kernel(const T* __restrict__ x, std::int64_t d, const std::int32_t* __restrict__ rows,
+                                           std::int64_t count, const double* __restrict__ sums,
+                                           const double* __restrict__ s, const compute_t<T>* __restrict__ xnorm,
+                                           const double* __restrict__ scale, double factor, int* __restrict__ failures,
+                                           unsigned* __restrict__ max_ratio) {
+  const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (i >= count) return;
+  const std::int64_t row = rows[i];
+  const T* r = x + row * d;
+  double v = 0;
+  for (std::int64_t j = lane; j < d; j += 32) v += to_double(r[j]) * s[j];
+  v = warp_sum(v);
+  if (lane == 0) check_point(sums[i], v, static_cast<double>(xnorm[row]), *scale, factor, failures, max_ratio);
+}
+
 /// Protected assignment: one warp per point checks its k cross terms against the checksum term g[k] (x.s,
 /// s the sum of the centroids, from the same GEMM) within the point's bound, then finds its nearest
 /// centroid. A failed check adds 1 to *failures; passing checks raise *max_ratio (float bits of
@@ -205,24 +246,33 @@ __global__ void __launch_bounds__(kThreads) checked_argmin_kernel(const T* __res
   }
 }
 
-/// One block per block check: its column sums and its squared norms, the threads over columns (each row
-/// read whole by the block, coalesced).
+/// A float point element as the TF32 tensor cores read it: its low 13 bits dropped (16-bit values are
+/// read exactly).
 template <class T>
+__device__ __forceinline__ double as_tf32_operand(T v) {
+  if constexpr (std::is_same_v<T, float>) return __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+  else return to_double(v);
+}
+
+/// One block per block check: its column sums (of the values as the TF32 tensor cores read them with
+/// kTf32) and its squared norms, the threads over columns (each row read whole by the block, coalesced).
+template <class T, bool kTf32>
 __global__ void __launch_bounds__(kThreads) block_column_totals_kernel(const T* __restrict__ x, std::int64_t n,
                                                                        std::int64_t d, std::int64_t chunk,
+                                                                       std::int64_t block_rows,
                                                                        std::int64_t blocks_per_chunk,
                                                                        double* __restrict__ totals,
                                                                        double* __restrict__ norms) {
   __shared__ double part[kThreads];
   const std::int64_t b = blockIdx.x, ci = b / blocks_per_chunk;
-  const std::int64_t r0 = ci * chunk + (b % blocks_per_chunk) * kCheckBlockRows;
-  const std::int64_t r1 = min(min(r0 + kCheckBlockRows, (ci + 1) * chunk), n);
+  const std::int64_t r0 = ci * chunk + (b % blocks_per_chunk) * block_rows;
+  const std::int64_t r1 = min(min(r0 + block_rows, (ci + 1) * chunk), n);
   double sq = 0;
   for (std::int64_t j = threadIdx.x; j < d; j += kThreads) {
     double s = 0;
     for (std::int64_t i = r0; i < r1; ++i) {
       const double v = to_double(x[i * d + j]);
-      s += v;
+      s += kTf32 ? as_tf32_operand(x[i * d + j]) : v;
       sq += v * v;
     }
     totals[b * d + j] = s;
@@ -491,12 +541,31 @@ void check_points(const double* sums, const double* carried, const C* xnorm, std
 }
 
 template <class T>
-void block_column_totals(const T* x, std::int64_t n, std::int64_t d, std::int64_t chunk, double* totals, double* norms,
-                         cudaStream_t stream) {
-  const std::int64_t per_chunk = (chunk + kCheckBlockRows - 1) / kCheckBlockRows;
-  const std::int64_t blocks = (n + chunk - 1) / chunk * per_chunk;
-  block_column_totals_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, d, chunk, per_chunk, totals,
-                                                                                   norms);
+void block_column_totals(const T* x, std::int64_t n, std::int64_t d, std::int64_t chunk, std::int64_t block_rows,
+                         bool as_tf32, double* totals, double* norms, cudaStream_t stream) {
+  const std::int64_t per_chunk = (chunk + block_rows - 1) / block_rows;
+  const unsigned blocks = static_cast<unsigned>((n + chunk - 1) / chunk * per_chunk);
+  const auto kernel = as_tf32 ? block_column_totals_kernel<T, true> : block_column_totals_kernel<T, false>;
+  kernel<<<blocks, kThreads, 0, stream>>>(x, n, d, chunk, block_rows, per_chunk, totals, norms);
+  SKINNY_CHECK_LAUNCH();
+}
+
+void check_one_product_blocks(const double* sums, std::int64_t rows, const double* carried, const double* norms,
+                              const double* centroid_scale, double factor, double bias, int* failures,
+                              unsigned* max_ratio, cudaStream_t stream) {
+  const std::int64_t blocks = (rows + kOneProductBlockRows - 1) / kOneProductBlockRows;
+  check_one_product_blocks_kernel<<<blocks_for_warps(blocks), kThreads, 0, stream>>>(
+      sums, rows, carried, norms, centroid_scale, factor, bias, failures, max_ratio);
+  SKINNY_CHECK_LAUNCH();
+}
+
+template <class T>
+void check_listed_points(const T* x, std::int64_t d, const std::int32_t* rows, std::int64_t count, const double* sums,
+                         const double* s, const compute_t<T>* xnorm, const double* centroid_scale, double factor,
+                         int* failures, unsigned* max_ratio, cudaStream_t stream) {
+  if (count == 0) return;
+  check_listed_points_kernel<<<blocks_for_warps(count), kThreads, 0, stream>>>(x, d, rows, count, sums, s, xnorm,
+                                                                             centroid_scale, factor, failures, max_ratio);
   SKINNY_CHECK_LAUNCH();
 }
 
@@ -591,12 +660,19 @@ SKINNY_KMEANS_ASSIGN(double)
   template void label_sq_distances(const T*, std::int64_t, std::int64_t, const compute_t<T>*,                   \
                                    const std::int32_t*, compute_t<T>*, cudaStream_t);                           \
   template void row_dots(const T*, std::int64_t, std::int64_t, const double*, double*, cudaStream_t);            \
-  template void block_column_totals(const T*, std::int64_t, std::int64_t, std::int64_t, double*, double*,        \
-                                    cudaStream_t);
+  template void block_column_totals(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool,      \
+                                    double*, double*, cudaStream_t);
 SKINNY_KMEANS_ELEMENT(float)
 SKINNY_KMEANS_ELEMENT(double)
 SKINNY_KMEANS_ELEMENT(__half)
 SKINNY_KMEANS_ELEMENT(__nv_bfloat16)
+template void check_listed_points(const float*, std::int64_t, const std::int32_t*, std::int64_t, const double*,
+                                  const double*, const float*, const double*, double, int*, unsigned*, cudaStream_t);
+template void check_listed_points(const __half*, std::int64_t, const std::int32_t*, std::int64_t, const double*,
+                                  const double*, const float*, const double*, double, int*, unsigned*, cudaStream_t);
+template void check_listed_points(const __nv_bfloat16*, std::int64_t, const std::int32_t*, std::int64_t,
+                                  const double*, const double*, const float*, const double*, double, int*, unsigned*,
+                                  cudaStream_t);
 template double mean_feature_variance(const __half*, std::int64_t, std::int64_t, cudaStream_t);
 template double mean_feature_variance(const __nv_bfloat16*, std::int64_t, std::int64_t, cudaStream_t);
 template void widen_rows(const __half*, std::int64_t, std::int64_t, float*, std::int64_t, cudaStream_t);

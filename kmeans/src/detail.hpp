@@ -102,12 +102,13 @@ void checked_argmin(const T* g, std::int64_t rows, std::int64_t k, const T* xnor
 /// Rows of a block check (protect.hpp): the points of one block of block_checked_argmin.
 constexpr std::int64_t kCheckBlockRows = 256;
 
-/// For block checks: X in chunks of `chunk` rows, each chunk in blocks of kCheckBlockRows rows (the last
+/// For block checks: X in chunks of `chunk` rows, each chunk in blocks of `block_rows` rows (the last
 /// ones shorter); block b = chunk index x blocks per chunk + block within the chunk. totals (blocks x d):
-/// each block's column sums; norms (blocks): the sum of its points' squared norms; in double.
+/// each block's column sums, of the values as the TF32 tensor cores read them with as_tf32 (float
+/// elements truncated to TF32); norms (blocks): the sum of its points' squared norms; in double.
 template <class T>
-void block_column_totals(const T* x, std::int64_t n, std::int64_t d, std::int64_t chunk, double* totals, double* norms,
-                         cudaStream_t stream);
+void block_column_totals(const T* x, std::int64_t n, std::int64_t d, std::int64_t chunk, std::int64_t block_rows,
+                         bool as_tf32, double* totals, double* norms, cudaStream_t stream);
 
 /// argmin for k <= 32 with block checks (protect.hpp): g (rows x k) holds a chunk's terms; for each block
 /// of kCheckBlockRows of its rows (global block block0 + its index) and each centroid j, sum_i g_ij must
@@ -129,6 +130,20 @@ template <class C>
 void check_points(const double* sums, const double* carried, const C* xnorm, std::int64_t rows,
                   const double* centroid_scale, double bound_factor, int* failures, unsigned* max_ratio,
                   cudaStream_t stream);
+
+/// The one-product checks of `rows` points (protect.hpp, DistanceGuard::set_one_product_blocks): the sum
+/// of each block of kOneProductBlockRows of their row sums against carried[b] (the block's totals . s^),
+/// within one_product_block_bound(norms[b], carried[b], *centroid_scale, factor, bias).
+void check_one_product_blocks(const double* sums, std::int64_t rows, const double* carried, const double* norms,
+                              const double* centroid_scale, double factor, double bias, int* failures,
+                              unsigned* max_ratio, cudaStream_t stream);
+
+/// The checks of `count` listed points (rows[i] of the d-column rows x): sums[i], the sum of the point's
+/// float-accurate cross terms, against x_row . s in double, within the point's bound (as check_points).
+template <class T>
+void check_listed_points(const T* x, std::int64_t d, const std::int32_t* rows, std::int64_t count, const double* sums,
+                         const double* s, const compute_t<T>* xnorm, const double* centroid_scale, double factor,
+                         int* failures, unsigned* max_ratio, cudaStream_t stream);
 
 /// One Lloyd iteration's GPU times, ms.
 struct IterationTimes {

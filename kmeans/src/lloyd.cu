@@ -291,6 +291,12 @@ struct Assigner {
   ProtectionReport* report = nullptr;
   DeviceBuffer<double> row_sums, carried;  ///< fused and protected: each point's sum of terms, and x.s
   DeviceBuffer<float> fault_values;        ///< fused and protected: an injected term before and after
+  /// Fused and protected: the points the last call re-checked at float accuracy (chunk rows), the sums of
+  /// their terms and how many; whether its row sums add one-product terms.
+  DeviceBuffer<std::int32_t> rechecked_rows;
+  DeviceBuffer<double> rechecked_sums;
+  std::int64_t rechecked = 0;
+  bool one_product_sums = false;
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
@@ -318,13 +324,10 @@ struct Assigner {
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
     if (protect) {
-      // One TF32 (or native 16-bit) product per term in fast mode, fused or through cuBLAS (the one
-      // backend that rounds to TF32 when allowed); float or double arithmetic elsewhere.
-      const bool bf16_centres = native() && std::is_same_v<T, __nv_bfloat16>;
-      const bool one_product = math == gemm::Math::fast && (fused() || rounds_to_tf32());
-      const double u = !one_product   ? detail::unit_roundoff<C>()
-                       : bf16_centres ? detail::kBf16Roundoff
-                                      : detail::kTf32Roundoff;
+      // cuBLAS rounds to TF32 in fast mode in its own way: its check takes a TF32-level bound. The fused
+      // kernel's one-product terms are checked at float level (set_one_product_blocks); its float-accurate
+      // ones, and every other backend's, at the compute type's.
+      const double u = rounds_to_tf32() ? detail::kTf32Roundoff : detail::unit_roundoff<C>();
       const detail::Carry carry = fused()                         ? detail::Carry::pass
                                   : k <= detail::kFewClustersMax ? detail::Carry::blocks
                                                                   : detail::Carry::column;
@@ -333,6 +336,14 @@ struct Assigner {
         row_sums = DeviceBuffer<double>(static_cast<std::size_t>(n));
         carried = DeviceBuffer<double>(static_cast<std::size_t>(n));
         fault_values = DeviceBuffer<float>(2);
+        rechecked_rows = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(rows));
+        rechecked_sums = DeviceBuffer<double>(static_cast<std::size_t>(rows));
+        if constexpr (!std::is_same_v<C, double>) {  // the fused kernel takes no double
+          const detail::CentreRounding centres = !native() || std::is_same_v<T, float> ? detail::CentreRounding::tf32
+                                                 : std::is_same_v<T, __half>           ? detail::CentreRounding::f16
+                                                                                       : detail::CentreRounding::bf16;
+          guard->set_one_product_blocks(x, n, rows, centres, c.stream());
+        }
       } else if (carry == detail::Carry::blocks) {  // the GEMM keeps its k columns
         guard->set_blocks(x, n, rows, c.stream());
         g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
@@ -432,9 +443,11 @@ struct Assigner {
         if (fused()) {
           nearest_chunk(r0, m, c, xnorm, cnorm, labels, mindist, faulty);
           if (timed) events[e++]->record(stream);
-          detail::check_points(row_sums.data() + r0, carried.data() + r0, xnorm + r0, m, guard->centroid_scale(),
-                               guard->bound_factor(), guard->failures(ci), guard->max_ratio(), stream);
-          if (report) report->rows_verified += m;
+          check_fused_chunk(ci, r0, m, xnorm);
+          if (report) {
+            report->rows_verified += m;
+            if (one_product_sums) report->rows_rechecked += rechecked;
+          }
           return;
         }
       }
@@ -454,7 +467,6 @@ struct Assigner {
       }
       if (report) report->rows_verified += m;
     };
-    if (fused()) detail::row_dots(x, n, d, guard->column_sums(), carried.data(), stream);
     for (std::int64_t ci = 0; ci < chunks; ++ci) compute(ci, true);
     const std::vector<std::int64_t> failed = guard->failed_chunks(stream);
     if (!failed.empty()) {
@@ -472,9 +484,30 @@ struct Assigner {
     events[e]->record(stream);
   }
 
+  /// The checks of the fused kernel's chunk ci (m rows at r0): one-product row sums by blocks against the
+  /// carried block terms, and the points it re-checked on their own; float-accurate row sums per point
+  /// against x.s from a pass over the chunk in double.
+  void check_fused_chunk(std::int64_t ci, std::int64_t r0, std::int64_t m, const C* xnorm) {
+    const cudaStream_t stream = ctx.stream();
+    if (one_product_sums) {
+      const std::int64_t block0 = ci * guard->one_product_blocks_per_chunk();
+      detail::check_one_product_blocks(row_sums.data() + r0, m, guard->one_product_carried() + block0,
+                                       guard->one_product_norms() + block0, guard->centroid_scale(),
+                                       guard->one_product_factor(), guard->one_product_bias(), guard->failures(ci),
+                                       guard->max_ratio(), stream);
+      detail::check_listed_points(x + r0 * d, d, rechecked_rows.data(), rechecked, rechecked_sums.data(),
+                                  guard->column_sums(), xnorm + r0, guard->centroid_scale(), guard->bound_factor(),
+                                  guard->failures(ci), guard->max_ratio(), stream);
+    } else {
+      detail::row_dots(x + r0 * d, m, d, guard->column_sums(), carried.data() + r0, stream);
+      detail::check_points(row_sums.data() + r0, carried.data() + r0, xnorm + r0, m, guard->centroid_scale(),
+                           guard->bound_factor(), guard->failures(ci), guard->max_ratio(), stream);
+    }
+  }
+
   /// The fused kernel on the chunk of m rows at r0 (16-bit rows as they are, or widened to float, queued
-  /// here); protected, it also returns each point's sum of terms, and with `faulty` flips one bit of one
-  /// term inside the kernel (Params::inject), reported.
+  /// here); protected, it also returns each point's sum of terms (and lists the points it re-checked), and
+  /// with `faulty` flips one bit of one term inside the kernel (Params::inject), reported.
   void nearest_chunk(std::int64_t r0, std::int64_t m, const C* c, const C* xnorm, const C* cnorm, std::int32_t* labels,
                      C* mindist, bool faulty) {
     if constexpr (!std::is_same_v<C, double>) {
@@ -497,7 +530,13 @@ struct Assigner {
       na.labels = labels + r0;
       na.sq_distances = mindist + r0;
       na.math = math;
-      if (row_sums.size() > 0) na.row_sums = row_sums.data() + r0;
+      if (row_sums.size() > 0) {
+        na.row_sums = row_sums.data() + r0;
+        na.rechecked_rows = rechecked_rows.data();
+        na.rechecked_row_sums = rechecked_sums.data();
+        na.rechecked_count = &rechecked;
+        na.row_sums_one_product = &one_product_sums;
+      }
       std::uint64_t state = injection ? splitmix64(injection->seed ^ 0x4e454152ull) : 0;
       if (faulty) {
         na.fault_row = static_cast<std::int64_t>(splitmix64(state++) % static_cast<std::uint64_t>(m));
@@ -508,7 +547,10 @@ struct Assigner {
       gemm::nearest(ctx, na);
       if (faulty) {
         const std::vector<float> v = fault_values.to_host();
-        record_fault(r0 + na.fault_row, na.fault_col, na.fault_bit, v[0], v[1], point_bound(r0 + na.fault_row, xnorm));
+        const std::int64_t block = r0 / rows * guard->one_product_blocks_per_chunk() + na.fault_row / detail::kOneProductBlockRows;
+        const double bound = one_product_sums ? guard->one_product_bound(block, ctx.stream())
+                                              : point_bound(r0 + na.fault_row, xnorm);
+        record_fault(r0 + na.fault_row, na.fault_col, na.fault_bit, v[0], v[1], bound);
       }
     }
   }

@@ -24,16 +24,42 @@ constexpr int kThreads = 256;
 /// Centroids per piece of the column sums of the checksum row (fixed pieces: a fixed order).
 constexpr std::int64_t kCentroidPiece = 256;
 
-/// part[piece][j] = sum over the centroids of piece `blockIdx.y` of c_ij, in double.
-template <class C>
-__global__ void centroid_column_parts(const C* __restrict__ c, std::int64_t k, std::int64_t d, double* __restrict__ part) {
+/// A centroid element as the fused kernel's one-product terms take it (the nearest kernel's
+/// centre_parts_kernel): rounded to TF32 (to nearest, ties away from zero), half or bfloat16.
+__device__ __forceinline__ double rounded_centre(float v, CentreRounding r) {
+  switch (r) {
+    case CentreRounding::tf32: return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
+    case CentreRounding::f16: return __half2float(__float2half_rn(v));
+    case CentreRounding::bf16: return __bfloat162float(__float2bfloat16_rn(v));
+  }
+  return v;
+}
+
+/// part[piece][j] = sum over the centroids of piece `blockIdx.y` of c_ij, in double (with kRounded, of the
+/// centroids rounded as `r` says).
+template <class C, bool kRounded>
+__global__ void centroid_column_parts(const C* __restrict__ c, std::int64_t k, std::int64_t d, double* __restrict__ part,
+                                      CentreRounding r = CentreRounding::tf32) {
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= d) return;
   const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.y) * kCentroidPiece;
   const std::int64_t i1 = i0 + kCentroidPiece < k ? i0 + kCentroidPiece : k;
   double s = 0;
-  for (std::int64_t i = i0; i < i1; ++i) s += static_cast<double>(c[i * d + j]);
+  for (std::int64_t i = i0; i < i1; ++i) {
+    if constexpr (kRounded) s += rounded_centre(static_cast<float>(c[i * d + j]), r);
+    else s += static_cast<double>(c[i * d + j]);
+  }
   part[static_cast<std::int64_t>(blockIdx.y) * d + j] = s;
+}
+
+/// s[j] = the sum of the pieces' parts of column j, in order.
+__global__ void sum_column_parts(const double* __restrict__ part, std::int64_t pieces, std::int64_t d,
+                                 double* __restrict__ s) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  double v = 0;
+  for (std::int64_t p = 0; p < pieces; ++p) v += part[p * d + j];
+  s[j] = v;
 }
 
 /// One block: s = the column sums (from the pieces) into s_out and, rounded, row k of c_aug (when not
@@ -125,11 +151,19 @@ void DistanceGuard<C>::prepare(Context& ctx, const C* c, const C* cnorm) {
                                     cudaMemcpyDeviceToDevice, stream));
   const std::int64_t pieces = (k_ + kCentroidPiece - 1) / kCentroidPiece;
   const dim3 grid(static_cast<unsigned>((d_ + kThreads - 1) / kThreads), static_cast<unsigned>(pieces));
-  centroid_column_parts<<<grid, kThreads, 0, stream>>>(c, k_, d_, column_parts_.data());
+  centroid_column_parts<C, false><<<grid, kThreads, 0, stream>>>(c, k_, d_, column_parts_.data());
   SKINNY_CHECK_LAUNCH();
   checksum_row<<<1, kThreads, 0, stream>>>(column_parts_.data(), pieces, k_, d_, cnorm, c_aug_.data(), s_.data(),
                                            scale_.data());
   SKINNY_CHECK_LAUNCH();
+  if (one_product_blocks_ > 0) {  // s^ from the rounded centroids, then T^_b . s^ for every block
+    centroid_column_parts<C, true><<<grid, kThreads, 0, stream>>>(c, k_, d_, rounded_parts_.data(), centre_rounding_);
+    SKINNY_CHECK_LAUNCH();
+    sum_column_parts<<<grid.x, kThreads, 0, stream>>>(rounded_parts_.data(), pieces, d_, rounded_s_.data());
+    SKINNY_CHECK_LAUNCH();
+    row_dots(one_product_totals_.data(), one_product_blocks_, d_, rounded_s_.data(), one_product_carried_.data(),
+             stream);
+  }
 }
 
 template <class C>
@@ -166,7 +200,34 @@ void DistanceGuard<C>::set_blocks(const T* x, std::int64_t n, std::int64_t chunk
   block_norms_ = DeviceBuffer<double>(static_cast<std::size_t>(block_count_));
   carried_blocks_ = DeviceBuffer<double>(static_cast<std::size_t>(block_count_ * k_));
   if (!std::is_same_v<C, double>) c_double_ = DeviceBuffer<double>(static_cast<std::size_t>(k_ * d_));
-  block_column_totals(x, n, d_, chunk, block_totals_.data(), block_norms_.data(), stream);
+  block_column_totals(x, n, d_, chunk, kCheckBlockRows, false, block_totals_.data(), block_norms_.data(), stream);
+}
+
+template <class C>
+template <class T>
+void DistanceGuard<C>::set_one_product_blocks(const T* x, std::int64_t n, std::int64_t chunk, CentreRounding centres,
+                                              cudaStream_t stream) {
+  if (carry_ != Carry::pass) throw std::logic_error("DistanceGuard::set_one_product_blocks: not a guard of the fused kernel");
+  centre_rounding_ = centres;
+  one_product_blocks_per_chunk_ = (chunk + kOneProductBlockRows - 1) / kOneProductBlockRows;
+  one_product_blocks_ = (n + chunk - 1) / chunk * one_product_blocks_per_chunk_;
+  one_product_totals_ = DeviceBuffer<double>(static_cast<std::size_t>(one_product_blocks_ * d_));
+  one_product_norms_ = DeviceBuffer<double>(static_cast<std::size_t>(one_product_blocks_));
+  one_product_carried_ = DeviceBuffer<double>(static_cast<std::size_t>(one_product_blocks_));
+  rounded_parts_ = DeviceBuffer<double>(column_parts_.size());
+  rounded_s_ = DeviceBuffer<double>(static_cast<std::size_t>(d_));
+  block_column_totals(x, n, d_, chunk, kOneProductBlockRows, true, one_product_totals_.data(), one_product_norms_.data(),
+                      stream);
+}
+
+template <class C>
+double DistanceGuard<C>::one_product_bound(std::int64_t block, cudaStream_t stream) const {
+  double norm = 0, carried = 0;
+  SKINNY_CUDA_TRY(cudaMemcpyAsync(&norm, one_product_norms_.data() + block, sizeof norm, cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(
+      cudaMemcpyAsync(&carried, one_product_carried_.data() + block, sizeof carried, cudaMemcpyDeviceToHost, stream));
+  const double scale = centroid_scale_now(stream);  // waits for the copies too
+  return one_product_block_bound(norm, carried, scale, one_product_factor(), one_product_bias());
 }
 
 template <class C>
@@ -255,6 +316,12 @@ template void DistanceGuard<float>::set_blocks(const float*, std::int64_t, std::
 template void DistanceGuard<float>::set_blocks(const __half*, std::int64_t, std::int64_t, cudaStream_t);
 template void DistanceGuard<float>::set_blocks(const __nv_bfloat16*, std::int64_t, std::int64_t, cudaStream_t);
 template void DistanceGuard<double>::set_blocks(const double*, std::int64_t, std::int64_t, cudaStream_t);
+template void DistanceGuard<float>::set_one_product_blocks(const float*, std::int64_t, std::int64_t, CentreRounding,
+                                                           cudaStream_t);
+template void DistanceGuard<float>::set_one_product_blocks(const __half*, std::int64_t, std::int64_t, CentreRounding,
+                                                           cudaStream_t);
+template void DistanceGuard<float>::set_one_product_blocks(const __nv_bfloat16*, std::int64_t, std::int64_t,
+                                                           CentreRounding, cudaStream_t);
 template class SumGuard<float>;
 template class SumGuard<double>;
 template class SumGuard<__half>;

@@ -8,7 +8,20 @@
 // is about u sqrt(d) |x_i| |s|. So the bound of point i is
 //     kappa * u * sqrt(d + k) * |x_i| * M,     M = sqrt(sum_j |c_j|^2) + |s|,
 // with kappa calibrated on the GPU (kDistanceKappa; docs/fault-tolerant-kmeans.md). A chunk with a point
-// over its bound is recomputed before the update reads its labels. For few clusters on the GEMM path the
+// over its bound is recomputed before the update reads its labels.
+//
+// One product per term (the fused kernel in Math::fast, and the first pass of Math::exact by
+// fast_then_recheck) is checked at float level too, against the points and centroids as the tensor cores
+// take them (x^: float points truncated to TF32, 16-bit points as they are; c^: the centroids rounded to
+// TF32 or to the points' type): the products x^_l c^_jl are exact in float, so sum_j x^.c^_j and x^.s^
+// (s^ = sum_j c^_j) differ by the float sums only. Those sums run in the tensor cores, which add by
+// truncation: besides the random rounding of the model above, each term shrinks by up to a unit in the
+// last place per step of the inner dimension, a bias that grows like d and adds up coherently where the
+// terms share a sign. The checks go by blocks of kOneProductBlockRows points, whose x^ totals are fixed for
+// the fit (so no pass over X per iteration carries x^.s^):
+//     | sum_{i in b} sum_j g_ij - T^_b . s^ | <= kappa u ( sqrt(d + k + B) |X_b| M + (d / 4 + 1) |T^_b . s^| ),
+// |X_b| = (sum_{i in b} |x_i|^2)^(1/2), u = 2^-24 (one_product_block_bound). The points the first pass of
+// fast_then_recheck leaves are run again at float accuracy; their terms are checked per point as above. For few clusters on the GEMM path the
 // checks run on blocks of points instead (DistanceGuard::set_blocks), so that the GEMM keeps its k columns.
 //
 // Sums. The centroid sums are exact integers (fixed_point.hpp), so their column sums over the clusters
@@ -45,12 +58,27 @@ constexpr double unit_roundoff() {
   return sizeof(C) == 8 ? 0x1p-53 : 0x1p-24;
 }
 
-/// Unit round-off of one TF32 product (Math::fast in the fused kernel): 11 significant bits, the points
-/// truncated (2^-10) and the centres rounded to them. Half points multiplied natively in fast mode round
-/// the centres to half's 11 bits (2^-11): the same bound covers them.
+/// Points per block of the one-product checks.
+constexpr std::int64_t kOneProductBlockRows = 64;
+
+/// The bound of a one-product block check: factor |X_b| M + bias |carried|, with
+/// factor = kappa u sqrt(d + k + B) and bias = kappa u (d / 4 + 1) (one_product_factor, one_product_bias).
+SKINNY_HOST_DEVICE inline double one_product_block_bound(double block_sq_norm, double carried, double centroid_scale,
+                                                         double factor, double bias) {
+  return factor * sqrt(block_sq_norm > 0 ? block_sq_norm : 0.0) * centroid_scale + bias * fabs(carried);
+}
+inline double one_product_factor(std::int64_t d, std::int64_t k) {
+  return kDistanceKappa * 0x1p-24 * std::sqrt(static_cast<double>(d + k + kOneProductBlockRows));
+}
+inline double one_product_bias(std::int64_t d) { return kDistanceKappa * 0x1p-24 * (static_cast<double>(d) / 4 + 1); }
+
+/// How the fused kernel's one-product terms take the centroids: rounded to TF32 (float points, and 16-bit
+/// points widened to float), to half or to bfloat16 (16-bit points read as they are).
+enum class CentreRounding { tf32, f16, bf16 };
+
+/// Unit round-off of one TF32 product (cuBLAS's TF32 GEMM in Math::fast, whose rounding of the operands is
+/// its own: the check cannot take them as it does): 11 significant bits, truncated at worst (2^-10).
 constexpr double kTf32Roundoff = 0x1p-10;
-/// bfloat16 points multiplied natively in fast mode: the centres rounded to bfloat16's 8 significant bits.
-constexpr double kBf16Roundoff = 0x1p-8;
 
 /// kappa u sqrt(d + k): the part of every point's bound that depends on the shape and the arithmetic only.
 inline double distance_bound_factor(std::int64_t d, std::int64_t k, double unit_roundoff) {
@@ -116,6 +144,21 @@ class DistanceGuard {
   /// The bound of block `block`'s check of a centroid with squared norm c_sq_norm (waits for the stream).
   double block_bound(std::int64_t block, double c_sq_norm, cudaStream_t stream) const;
 
+  /// One-product checks (Carry::pass, the fused kernel): the totals and norms of X's blocks of
+  /// kOneProductBlockRows rows in chunks of `chunk` rows, as the tensor cores read float points (truncated
+  /// to TF32; 16-bit points as they are), computed once here; each prepare() then also carries
+  /// one_product_carried() = T^_b . s^ with s^ the sum of the centroids rounded as `centres` says.
+  template <class T>
+  void set_one_product_blocks(const T* x, std::int64_t n, std::int64_t chunk, CentreRounding centres,
+                              cudaStream_t stream);
+  std::int64_t one_product_blocks_per_chunk() const noexcept { return one_product_blocks_per_chunk_; }
+  const double* one_product_carried() const noexcept { return one_product_carried_.data(); }
+  const double* one_product_norms() const noexcept { return one_product_norms_.data(); }
+  double one_product_factor() const noexcept { return detail::one_product_factor(d_, k_); }
+  double one_product_bias() const noexcept { return detail::one_product_bias(d_); }
+  /// The bound of one-product block `block`'s check (waits for the stream).
+  double one_product_bound(std::int64_t block, cudaStream_t stream) const;
+
  private:
   /// Queues carried_blocks() = the block totals . c_j for the k x d centroids c (a GEMM in double).
   void carry_blocks(Context& ctx, const C* c);
@@ -134,6 +177,9 @@ class DistanceGuard {
   std::int64_t block_count_ = 0, blocks_per_chunk_ = 0;  ///< Carry::blocks, after set_blocks
   double block_factor_ = 0;
   DeviceBuffer<double> block_totals_, block_norms_, carried_blocks_, c_double_;
+  std::int64_t one_product_blocks_ = 0, one_product_blocks_per_chunk_ = 0;  ///< after set_one_product_blocks
+  CentreRounding centre_rounding_ = CentreRounding::tf32;
+  DeviceBuffer<double> one_product_totals_, one_product_norms_, one_product_carried_, rounded_parts_, rounded_s_;
 };
 
 /// The exact checks of the centroid sums: the column totals of all n points (and their total weight)

@@ -106,7 +106,8 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         ``iteration_ms_``: it is paid once per fit. None for CUDA arrays (used in place), streamed fits
         (see ``stream_report_``) and fits over several devices (not in scikit-learn).
     protection_report_ : dict or None
-        With ``protect``: ``rows_verified`` (point checks), ``distance_detections`` (chunks recomputed),
+        With ``protect``: ``rows_verified`` (point checks), ``rows_rechecked`` (of those, points whose
+        one-product distances were computed again at float accuracy, in exact mode), ``distance_detections`` (chunks recomputed),
         ``sum_detections`` (updates recomputed) and ``max_clean_ratio`` (the largest clean checksum
         difference over its bound); None without (not in scikit-learn).
     allreduce_ms_ : ndarray (n_iter_,)

@@ -135,6 +135,7 @@ nb::dict result_dict(kmeans::Result<C>& r, std::vector<std::int32_t> labels) {
   if (r.protection.enabled) {
     nb::dict protection;
     protection["rows_verified"] = r.protection.rows_verified;
+    protection["rows_rechecked"] = r.protection.rows_rechecked;
     protection["distance_detections"] = r.protection.distance_detections;
     protection["sum_detections"] = r.protection.sum_detections;
     protection["max_clean_ratio"] = r.protection.max_clean_ratio;

@@ -366,6 +366,90 @@ TEST_F(Nearest, RowSumsAddEveryCrossTermAndAFaultShowsInThem) {
   }
 }
 
+float tf32_truncated(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u &= 0xffffe000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+float tf32_rounded(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+/// row_sums with fast_then_recheck (Params::protect of Math::exact): every point's sum of one-product terms
+/// (points truncated, centres rounded to TF32) and, for each point listed as re-checked, its sum of
+/// float-accurate terms; the listed points are distinct, include every point whose nearest centre has a
+/// twin (it cannot be certified), and the labels are three products'. Fast mode lists none.
+TEST_F(Nearest, RecheckedRowSumsListThePointsRunAgain) {
+  const std::int64_t n = 3001, k = 300, d = 37, ld = 40, twins = 20;
+  const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ld), 71);
+  auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * ld), 72);
+  std::copy(c.begin(), c.begin() + twins * ld, c.end() - twins * ld);  // centres k - 20.. repeat 0..19
+  const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, ld);
+  DeviceBuffer<float> dx(x), dc(c), dxn(xn), dcn(cn);
+  DeviceBuffer<std::int32_t> labels(static_cast<std::size_t>(n)), listed(static_cast<std::size_t>(n));
+  DeviceBuffer<double> sums(std::vector<double>(static_cast<std::size_t>(n), std::nan(""))),
+      listed_sums(std::vector<double>(static_cast<std::size_t>(n), std::nan("")));
+  Context& ctx = testing::shared_context();
+  for (const Math math : {Math::exact, Math::fast}) {
+    NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ld, ld, math, ExactMethod::fast_then_recheck);
+    std::int64_t count = -1;
+    bool one_product = false;
+    a.labels = labels.data();
+    a.row_sums = sums.data();
+    a.rechecked_rows = listed.data();
+    a.rechecked_row_sums = listed_sums.data();
+    a.rechecked_count = &count;
+    a.row_sums_one_product = &one_product;
+    ASSERT_TRUE(nearest_can_implement(ctx, a).ok) << nearest_can_implement(ctx, a).reason;
+    nearest(ctx, a);
+    ctx.synchronize();
+    EXPECT_TRUE(one_product);
+    EXPECT_EQ(labels.to_host(), run(x, c, n, k, d, ld, ld, math, ExactMethod::three_products).labels);
+    const std::vector<double> row = sums.to_host();
+    for (std::int64_t i = 0; i < n; ++i) {  // one-product terms, added by the tensor cores in float
+      double ref = 0, mag = 0;
+      for (std::int64_t j = 0; j < k; ++j)
+        for (std::int64_t p = 0; p < d; ++p) {
+          const double v = double(tf32_truncated(x[i * ld + p])) * double(tf32_rounded(c[j * ld + p]));
+          ref += v;
+          mag += std::fabs(v);
+        }
+      ASSERT_NEAR(row[std::size_t(i)], ref, double(d + 16) * 0x1p-23 * mag) << "point " << i;
+    }
+    if (math == Math::fast) {
+      EXPECT_EQ(0, count);
+      continue;
+    }
+    ASSERT_GT(count, 0);
+    ASSERT_LT(count, n);
+    std::vector<std::int32_t> rows = listed.to_host();
+    rows.resize(static_cast<std::size_t>(count));
+    const std::vector<double> exact_sums = listed_sums.to_host();
+    std::vector<bool> seen(static_cast<std::size_t>(n), false);
+    for (std::int64_t q = 0; q < count; ++q) {
+      const std::int32_t i = rows[std::size_t(q)];
+      ASSERT_TRUE(i >= 0 && i < n && !seen[std::size_t(i)]) << "listed row " << i;
+      seen[std::size_t(i)] = true;
+      double ref = 0, mag = 0;
+      for (std::int64_t j = 0; j < k; ++j)
+        for (std::int64_t p = 0; p < d; ++p) {
+          ref += double(x[i * ld + p]) * double(c[j * ld + p]);
+          mag += std::fabs(double(x[i * ld + p]) * double(c[j * ld + p]));
+        }
+      ASSERT_NEAR(exact_sums[std::size_t(q)], ref, 4 * 0x1p-24 * std::sqrt(double(d + k)) * mag) << "point " << i;
+    }
+    const std::vector<std::int32_t> l = labels.to_host();
+    for (std::int64_t i = 0; i < n; ++i)
+      if (l[std::size_t(i)] < twins) EXPECT_TRUE(seen[std::size_t(i)]) << "point " << i << " has a twin centre";
+  }
+}
+
 TEST_F(Nearest, RefusesWhatItCannotRunAndSaysWhy) {
   Context& ctx = testing::shared_context();
   DeviceBuffer<float> buf(64);
@@ -393,8 +477,18 @@ TEST_F(Nearest, RefusesWhatItCannotRunAndSaysWhy) {
   a.ldc = 0;
   DeviceBuffer<double> sums(8);
   a.row_sums = sums.data();
-  a.exact_method = ExactMethod::fast_then_recheck;  // the row sums are the three products' terms
+  a.exact_method = ExactMethod::fast_then_recheck;  // without the re-check's outputs
   EXPECT_NE(nearest_can_implement(ctx, a).reason.find("fast_then_recheck"), std::string::npos);
+  DeviceBuffer<std::int32_t> listed(8);
+  std::int64_t count = 0;
+  a.rechecked_rows = listed.data();
+  a.rechecked_row_sums = sums.data();
+  EXPECT_NE(nearest_can_implement(ctx, a).reason.find("go together"), std::string::npos);  // no count
+  a.rechecked_count = &count;
+  EXPECT_TRUE(nearest_can_implement(ctx, a).ok);
+  a.row_sums = nullptr;
+  EXPECT_NE(nearest_can_implement(ctx, a).reason.find("with row_sums"), std::string::npos);
+  a.row_sums = sums.data();
   a.exact_method = ExactMethod::automatic;
   EXPECT_TRUE(nearest_can_implement(ctx, a).ok);
 }

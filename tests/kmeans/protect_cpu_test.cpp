@@ -1,6 +1,7 @@
 // The distance check of Params::protect on the CPU: float GEMMs simulated in two summation orders (one
-// running sum, and 32-term pieces added at the end as a tiled GPU kernel does) over several kinds of data
-// and shapes. Clean rounding stays below the bound with a margin; an error above it is seen.
+// running sum, and 32-term pieces added at the end as a tiled GPU kernel does), and one-product terms as
+// the tensor cores add them, over several kinds of data and shapes. Clean rounding stays below the bound
+// with a margin; an error above it is seen.
 #include "../../kmeans/src/detail.hpp"
 #include "../../kmeans/src/protect.hpp"
 
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -140,6 +142,104 @@ TEST(ProtectBound, BlockChecksStayWellBelowTheirBound) {
       }
   std::printf("block checks: largest clean |difference| / bound: %.3g\n", worst);
   EXPECT_GT(worst, 0.01);
+}
+
+/// The one-product terms of the fused kernel, simulated pessimistically: points truncated and centroids
+/// rounded to TF32 (the products are then exact), and each step of `step` products added to the running
+/// term as the tensor cores add them, every value aligned to the largest one's 24-bit unit and truncated
+/// toward zero, the sum truncated to float (real tensor cores keep a few more bits).
+float truncated(double v, double unit) { return static_cast<float>(std::trunc(v / unit) * unit); }
+float tensor_core_term(const float* x, const float* c, std::int64_t d, int step) {
+  float acc = 0;
+  for (std::int64_t l0 = 0; l0 < d; l0 += step) {
+    double largest = std::fabs(acc), p[16];
+    const int m = static_cast<int>(std::min<std::int64_t>(step, d - l0));
+    for (int i = 0; i < m; ++i) {
+      p[i] = double(x[l0 + i]) * c[l0 + i];
+      largest = std::max(largest, std::fabs(p[i]));
+    }
+    if (largest == 0) continue;
+    const double unit = std::ldexp(1.0, std::ilogb(largest) - 23);
+    double sum = std::trunc(acc / unit) * unit;
+    for (int i = 0; i < m; ++i) sum += std::trunc(p[i] / unit) * unit;
+    acc = sum == 0 ? 0.f : truncated(sum, std::ldexp(1.0, std::ilogb(sum) - 23));
+  }
+  return acc;
+}
+
+float tf32_truncated(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u &= 0xffffe000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+float tf32_rounded(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+/// The largest clean |difference| / one_product_block_bound of two blocks of kOneProductBlockRows points;
+/// with `error`, that of the first block with one term off by 4 bounds instead.
+double one_product_ratio(Data kind, std::int64_t d, std::int64_t k, int step, std::uint64_t seed, bool error = false) {
+  constexpr std::int64_t rows = kOneProductBlockRows;
+  std::mt19937_64 rng(seed);
+  const std::vector<float> x = draw(kind, 2 * rows * d, rng), c = draw(kind, k * d, rng);
+  std::vector<float> xt(x.size()), ct(c.size());
+  std::transform(x.begin(), x.end(), xt.begin(), tf32_truncated);
+  std::transform(c.begin(), c.end(), ct.begin(), tf32_rounded);
+  std::vector<double> s(static_cast<std::size_t>(d), 0.0);  // s^ in double
+  double c_sq = 0, s_sq = 0;
+  for (std::int64_t j = 0; j < k; ++j)
+    for (std::int64_t l = 0; l < d; ++l) {
+      s[static_cast<std::size_t>(l)] += ct[static_cast<std::size_t>(j * d + l)];
+      c_sq += double(c[static_cast<std::size_t>(j * d + l)]) * c[static_cast<std::size_t>(j * d + l)];
+    }
+  for (double v : s) s_sq += v * v;
+  const double scale = std::sqrt(c_sq) + std::sqrt(s_sq);
+  double worst = 0;
+  for (std::int64_t b = 0; b < 2; ++b) {
+    double sums = 0, carried = 0, norm = 0;
+    for (std::int64_t i = b * rows; i < (b + 1) * rows; ++i) {
+      // As the kernel adds them: a lane's 16 terms in float, those sums in double.
+      float lane = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        lane += tensor_core_term(xt.data() + i * d, ct.data() + j * d, d, step);
+        if (j % 16 == 15 || j == k - 1) {
+          sums += lane;
+          lane = 0;
+        }
+      }
+      for (std::int64_t l = 0; l < d; ++l) {
+        carried += double(xt[static_cast<std::size_t>(i * d + l)]) * s[static_cast<std::size_t>(l)];
+        norm += double(x[static_cast<std::size_t>(i * d + l)]) * x[static_cast<std::size_t>(i * d + l)];
+      }
+    }
+    const double bound = one_product_block_bound(norm, carried, scale, one_product_factor(d, k), one_product_bias(d));
+    if (error) return std::fabs(sums + 4 * bound - carried) / bound;
+    worst = std::max(worst, std::fabs(sums - carried) / bound);
+  }
+  return worst;
+}
+
+TEST(ProtectBound, OneProductBlockChecksStayWellBelowTheirBound) {
+  double worst = 0;
+  std::uint64_t seed = 300;
+  for (Data kind : {Data::centred, Data::positive, Data::offset_normal, Data::mixed_magnitudes})
+    for (std::int64_t d : {1, 3, 17, 128, 1000})
+      for (std::int64_t k : {1, 7, 130})
+        for (int step : {4, 8}) {
+          const double r = one_product_ratio(kind, d, k, step, seed++);
+          EXPECT_LT(r, 0.5) << "kind " << int(kind) << " d " << d << " k " << k << " step " << step;
+          worst = std::max(worst, r);
+        }
+  std::printf("one-product block checks: largest clean |difference| / bound: %.3g\n", worst);
+  EXPECT_GT(worst, 0.01);
+  // An error of 4 bounds in one term is seen.
+  EXPECT_GT(one_product_ratio(Data::offset_normal, 128, 130, 8, 7, true), 1);
 }
 
 TEST(ProtectBound, ABoundIsPositiveAndGrowsWithTheShape) {

@@ -43,15 +43,18 @@ DeviceBuffer<T> blobs(std::int64_t n, std::int64_t d, int k, std::vector<std::in
   return x;
 }
 
+/// Returns the protected fit's report.
 template <class T>
-void clean_fit_equals_unprotected(std::int64_t n, std::int64_t d, int k, gemm::Algo backend) {
+ProtectionReport clean_fit_equals_unprotected(std::int64_t n, std::int64_t d, int k, gemm::Algo backend,
+                                              gemm::Math math = gemm::Math::exact) {
   const DeviceBuffer<T> x = blobs<T>(n, d, k);
   Params p = protected_params(k, backend);
+  p.math = math;
   const Result<T> guarded = fit<T>(shared_context(), x.data(), n, d, p);
   p.protect = false;
   const Result<T> plain = fit<T>(shared_context(), x.data(), n, d, p);
   const std::string shape = "n " + std::to_string(n) + " d " + std::to_string(d) + " k " + std::to_string(k) + " " +
-                            std::string(gemm::to_string(backend));
+                            std::string(gemm::to_string(backend)) + (math == gemm::Math::fast ? " fast" : "");
   EXPECT_TRUE(guarded.protection.enabled);
   EXPECT_FALSE(plain.protection.enabled);
   EXPECT_EQ(0, guarded.protection.distance_detections) << shape;
@@ -64,6 +67,7 @@ void clean_fit_equals_unprotected(std::int64_t n, std::int64_t d, int k, gemm::A
   EXPECT_EQ(plain.labels, guarded.labels) << shape;
   EXPECT_EQ(plain.n_iter, guarded.n_iter) << shape;
   EXPECT_NEAR(plain.inertia, guarded.inertia, 1e-6 * plain.inertia) << shape;
+  return guarded.protection;
 }
 
 TEST_F(ProtectGpu, CleanFitsSeeNoFaultAndMatchTheUnprotectedFit) {
@@ -75,6 +79,12 @@ TEST_F(ProtectGpu, CleanFitsSeeNoFaultAndMatchTheUnprotectedFit) {
     clean_fit_equals_unprotected<double>(1000, 17, 7, backend);
     clean_fit_equals_unprotected<double>(4099, 2, 16, backend);
   }
+  // The fused kernel: exact by one product per term, checked by blocks, and the uncertain points re-checked
+  // and checked on their own; fast mode by blocks alone.
+  EXPECT_GT(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic).rows_rechecked, 0);
+  EXPECT_EQ(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic, gemm::Math::fast).rows_rechecked,
+            0);
+  EXPECT_EQ(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::cublas).rows_rechecked, 0);
 }
 
 /// A clean protected fit of 16-bit data sees no fault and gives the unprotected fit's labels: few clusters

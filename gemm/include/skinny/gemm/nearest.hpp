@@ -36,7 +36,8 @@ enum class Element { f32, f16, bf16 };
 ///    products. nearest() then waits for its stream once.
 ///  - automatic: fast_then_recheck where the products dominate (float points: k >= 64, d >= 16 and
 ///    k d >= 16384; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
-///    three_products elsewhere and whenever row_sums are asked for. When the last try on the same shape
+///    three_products elsewhere and where row_sums are asked for without the re-check's outputs
+///    (NearestArguments::rechecked_rows). When the last try on the same shape
 ///    (through the same Context) left more than 35 % of the points to re-check, three_products, with a
 ///    new try every 4 calls (Context::nearest_recheck).
 enum class ExactMethod { automatic, three_products, fast_then_recheck };
@@ -60,12 +61,26 @@ struct NearestArguments {
   std::int32_t* labels = nullptr;
   float* sq_distances = nullptr;
   Math math = Math::exact;
-  ExactMethod exact_method = ExactMethod::automatic;  ///< fast_then_recheck needs n <= 2^31 - 1 and no row_sums
-  /// Out, optional: row_sums[i] = sum_j x_i.c_j, the cross terms the argmin compared, added in double (the
-  /// left side of a checksum test: it equals x_i.(sum_j c_j) up to rounding; K-means' Params::protect).
-  /// Deterministic unless the centre tiles are shared among blocks (few points: their shares are added by
-  /// atomics).
+  /// fast_then_recheck needs n <= 2^31 - 1, and with row_sums the re-check's outputs below.
+  ExactMethod exact_method = ExactMethod::automatic;
+  /// Out, optional: row_sums[i] = sum_j x_i.c_j, the cross terms of the first pass over the centres, added
+  /// in double (the left side of a checksum test: it equals x_i.(sum_j c_j) up to rounding; K-means'
+  /// Params::protect). The terms are one product each (points and centres as the tensor cores take them:
+  /// see *row_sums_one_product) in Math::fast and in a fast_then_recheck first pass, float-accurate
+  /// otherwise. Deterministic unless the centre tiles are shared among blocks (few points: their shares
+  /// are added by atomics).
   double* row_sums = nullptr;
+  /// Out, with row_sums, optional (all three or none; without them Math::exact takes three products): the
+  /// points a fast_then_recheck call ran again with three products, in no particular order
+  /// (rechecked_rows, device, room for n), the sum of each one's float-accurate terms
+  /// (rechecked_row_sums[i] for point rechecked_rows[i], device, room for n) and how many there were
+  /// (*rechecked_count, host; 0 when nothing was re-checked).
+  std::int32_t* rechecked_rows = nullptr;
+  double* rechecked_row_sums = nullptr;
+  std::int64_t* rechecked_count = nullptr;
+  /// Out, host, optional: whether row_sums add one-product terms (Math::fast, or Math::exact through
+  /// fast_then_recheck) rather than float-accurate ones.
+  bool* row_sums_one_product = nullptr;
   /// Fault injection (for tests of the checksum test; only with row_sums): the cross term of point
   /// fault_row and centre fault_col has bit fault_bit flipped before it is used; its value before and after
   /// go to fault_values[0], [1] (device). fault_row < 0: none.

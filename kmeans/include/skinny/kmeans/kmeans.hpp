@@ -154,6 +154,9 @@ struct Params {
 struct ProtectionReport {
   bool enabled = false;
   std::int64_t rows_verified = 0;     ///< point checks of the distances, over all assignments
+  /// Of those, points whose one-product terms were re-checked at float accuracy (Math::exact through
+  /// the fused kernel's fast_then_recheck), their exact terms checked on their own.
+  std::int64_t rows_rechecked = 0;
   int distance_detections = 0;        ///< chunks whose check failed (each recomputed)
   int sum_detections = 0;             ///< updates whose sums failed their checksums (each recomputed)
   /// Largest |checksum difference| / bound over the rows that passed: how close clean rounding came to
