@@ -43,11 +43,11 @@ DeviceBuffer<T> blobs(std::int64_t n, std::int64_t d, int k, std::vector<std::in
   return x;
 }
 
-/// Returns the protected fit's report.
+/// `blob_count` blobs (0: k), fitted with k clusters; returns the protected fit's report.
 template <class T>
 ProtectionReport clean_fit_equals_unprotected(std::int64_t n, std::int64_t d, int k, gemm::Algo backend,
-                                              gemm::Math math = gemm::Math::exact) {
-  const DeviceBuffer<T> x = blobs<T>(n, d, k);
+                                              gemm::Math math = gemm::Math::exact, int blob_count = 0) {
+  const DeviceBuffer<T> x = blobs<T>(n, d, blob_count > 0 ? blob_count : k);
   Params p = protected_params(k, backend);
   p.math = math;
   const Result<T> guarded = fit<T>(shared_context(), x.data(), n, d, p);
@@ -63,7 +63,8 @@ ProtectionReport clean_fit_equals_unprotected(std::int64_t n, std::int64_t d, in
   EXPECT_GE(guarded.protection.rows_verified, n * (guarded.n_iter + 2)) << shape;  // setup + iterations + final
   if (k > 1) EXPECT_GT(guarded.protection.max_clean_ratio, 0) << shape;  // one centroid is its own checksum
   EXPECT_LT(guarded.protection.max_clean_ratio, 1) << shape;
-  // Separated blobs: no point near a tie, so the other GEMM shape (k + 1 columns) gives the same labels.
+  // Separated blobs (no point near a tie) or exact labels: the other GEMM shape (k + 1 columns) or the
+  // re-check gives the same labels.
   EXPECT_EQ(plain.labels, guarded.labels) << shape;
   EXPECT_EQ(plain.n_iter, guarded.n_iter) << shape;
   EXPECT_NEAR(plain.inertia, guarded.inertia, 1e-6 * plain.inertia) << shape;
@@ -80,8 +81,11 @@ TEST_F(ProtectGpu, CleanFitsSeeNoFaultAndMatchTheUnprotectedFit) {
     clean_fit_equals_unprotected<double>(4099, 2, 16, backend);
   }
   // The fused kernel: exact by one product per term, checked by blocks, and the uncertain points re-checked
-  // and checked on their own; fast mode by blocks alone.
-  EXPECT_GT(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic).rows_rechecked, 0);
+  // and checked on their own (two clusters share each blob: points between them are left uncertain); fast
+  // mode by blocks alone.
+  EXPECT_GT(
+      clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic, gemm::Math::exact, 65).rows_rechecked,
+      0);
   EXPECT_EQ(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic, gemm::Math::fast).rows_rechecked,
             0);
   EXPECT_EQ(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::cublas).rows_rechecked, 0);
