@@ -73,10 +73,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     protect : bool, default False
         Algorithm-based fault tolerance (not in scikit-learn): every point's distances are verified against a
         checksum computed in the same pass (a chunk that fails is recomputed before its labels are used), and
-        the centroid sums against X's column totals, exactly. About 4-13 % more time per iteration (H100,
-        docs/fault-tolerant-kmeans.md), except exact math with many clusters, which keeps three products per
-        term when protected (+79 % at 1M x 128, k = 1024, against the certified one-product fit). One
-        device, X in its memory (not with ``devices`` or a streamed fit).
+        the centroid sums against X's column totals, exactly. About 4-8 % more time per iteration on the
+        H100's benchmark shapes (docs/fault-tolerant-kmeans.md). One device, X in its memory (not with
+        ``devices`` or a streamed fit).
     devices : None, int or sequence of int, default None
         CUDA devices to fit on (not in scikit-learn). None: the current device (or a CUDA array's own).
         Several devices: X is split by rows among them (a CUDA array is first copied to the host), a
@@ -107,9 +106,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         (see ``stream_report_``) and fits over several devices (not in scikit-learn).
     protection_report_ : dict or None
         With ``protect``: ``rows_verified`` (point checks), ``rows_rechecked`` (of those, points whose
-        one-product distances were computed again at float accuracy, in exact mode), ``distance_detections`` (chunks recomputed),
-        ``sum_detections`` (updates recomputed) and ``max_clean_ratio`` (the largest clean checksum
-        difference over its bound); None without (not in scikit-learn).
+        one-product distances were computed again at float accuracy, in exact mode),
+        ``distance_detections`` (chunks recomputed), ``sum_detections`` (updates recomputed) and
+        ``max_clean_ratio`` (the largest clean checksum difference over its bound); None without (not in
+        scikit-learn).
     allreduce_ms_ : ndarray (n_iter_,)
         With ``devices``: GPU time of each iteration's collectives between the devices (not in scikit-learn).
 

@@ -231,6 +231,7 @@ def test_protected_fit_sees_no_fault_and_matches_the_plain_fit(dtype):
     report = guarded.protection_report_
     assert report["distance_detections"] == 0 and report["sum_detections"] == 0
     assert report["rows_verified"] >= len(X) * guarded.n_iter_ and 0 < report["max_clean_ratio"] < 1
+    assert 0 <= report["rows_rechecked"] <= report["rows_verified"]
     np.testing.assert_array_equal(guarded.labels_, plain.labels_)
     with pytest.raises(ValueError, match="protect"):  # streamed fits are not protected yet
         skinny.KMeans(6, protect=True, max_gpu_memory="1M").fit(X)
