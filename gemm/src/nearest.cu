@@ -35,12 +35,14 @@
 //    others are gathered and run again through the exact kernel.
 #include "kernels/common.cuh"
 #include "tensor_core.cuh"
+#include "wgmma.cuh"
 
 #include <skinny/gemm/cp_async.cuh>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/nearest.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -57,10 +59,16 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int BM = 128;  ///< points per block
 constexpr int BN = 128;  ///< centres per tile
-constexpr int WARPS_M = 4, WARPS_N = 2;
-constexpr int MT = BM / WARPS_M / 16;  ///< m16 tiles per warp (2)
-constexpr int NT = BN / WARPS_N / 8;   ///< n8 tiles per warp (8)
-static_assert(WARPS_M * WARPS_N * 32 == kThreads, "8 warps");
+/// How the 8 warps share a block's tile of 128 points x 128 centres: with mma.sync, 4 x 2 warps of 32 x 64;
+/// with wgmma, two warpgroups of 64 x 128, each warp 16 rows of all the columns (the accumulators' layout).
+template <bool kWgmma>
+struct Warps {
+  static constexpr int m = kWgmma ? 8 : 4, n = kWgmma ? 1 : 2;
+  static constexpr int mt = BM / m / 16;  ///< m16 tiles per warp
+  static constexpr int nt = BN / n / 8;   ///< n8 tiles per warp
+  static_assert(m * n * 32 == kThreads, "8 warps");
+};
+constexpr int kMaxWarpsN = 2;  ///< the most warp columns of either layout (the per-row scratch's width)
 
 /// The ring's shape for points of type T and the products `exact` asks for.
 template <class T, bool kExact>
@@ -74,8 +82,11 @@ struct Ring {
   /// Per stage: the points, the centre parts, then (kTileSlots) the tile's ||c||^2 and unscale factors.
   static constexpr int slots = (BM + parts * BN) * ch + 2 * BN / 4;
   static constexpr int stages = slots * 16 <= 33 * 1024 ? 3 : 2;
+  /// The ring, then per row and warp column the best value, column, row sum and second best; wgmma also
+  /// needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand.
   static constexpr std::size_t smem =
-      std::size_t(stages) * slots * 16 + BM * WARPS_N * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
+      std::size_t(stages) * slots * 16 + BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
+  static constexpr std::size_t smem_wgmma = smem + 1024;
   static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
   static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
   /// Slot s of row r is stored at r * ch + (s ^ swizzle(r)): the 8 rows an 8 x 8 ldmatrix reads (16 bytes
@@ -214,12 +225,20 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// term (Math). kRowSums: also adds each point's cross terms into p.row_sums; kFault: and flips p's faulty
 /// term (instances of their own: the plain kernel does no such work, and the fault's code costs registers
 /// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
-/// of ExactMethod::fast_then_recheck).
-template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
+/// of ExactMethod::fast_then_recheck). kWgmma: one product per term through Hopper's wgmma (sm_90a) instead
+/// of mma.sync.
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
+  static_assert(!(kWgmma && kExact), "wgmma takes one product per term");
   using R = Ring<T, kExact>;
   constexpr int CH = R::ch, kStages = R::stages;
-  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int WARPS_M = Warps<kWgmma>::m, WARPS_N = Warps<kWgmma>::n, MT = Warps<kWgmma>::mt, NT = Warps<kWgmma>::nt;
+  extern __shared__ __align__(16) unsigned char smem_base[];
+  unsigned char* smem = smem_base;
+  if constexpr (kWgmma) {  // the ring 1024-byte aligned: the swizzle's period (smem_wgmma has the room)
+    const std::uint32_t at = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_base));
+    smem += (1024u - (at & 1023u)) & 1023u;
+  }
   uint4* ring = reinterpret_cast<uint4*>(smem);  // [kStages][R::slots]: points, then the centre parts
   float* best_val = reinterpret_cast<float*>(ring + kStages * R::slots);  // [BM][WARPS_N]
   int* best_col = reinterpret_cast<int*>(best_val + BM * WARPS_N);
@@ -327,6 +346,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   std::int64_t tile = tile_begin;
   for (std::int64_t step = 0; step < nsteps; ++step) {
     cp_async_wait<kStages - 2>();
+    if (kWgmma) fence_proxy_async_shared();  // the tensor cores read the stage through the async proxy
     __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
     if (step + kStages - 1 < nsteps) issue_next(buf == 0 ? kStages - 1 : buf - 1);
     cp_async_commit();
@@ -334,77 +354,88 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     const uint4* xs = ring + buf * R::slots;
     buf = buf + 1 == kStages ? 0 : buf + 1;
     const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
+    if constexpr (kWgmma) {
+      // The warpgroup's 64 points and the tile's 128 centres, one k-step (32 bytes of each row) at a time;
+      // complete before the stage's slot is copied into again (the next step's barrier).
+      const std::uint32_t a_tile = base + 16u * ((warp / 4) * 64 * CH), b_tile = base + 16u * (BM * CH);
+      wgmma_fence();
 #pragma unroll
-    for (int u = 0; u < CH / 4; ++u) {
-      uint4 a[MT][2];  // [m16 tile][k-step 2u, 2u + 1]: a0..a3
+      for (int kk = 0; kk < CH / 2; ++kk)
+        wgmma_m64n128<T>(acc[0], wgmma_descriptor(a_tile + 32u * kk), wgmma_descriptor(b_tile + 32u * kk));
+      wgmma_commit_and_wait();
+    } else {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-          a[mt][j] = ldmatrix_x4(base + a_lane + 16u * (mt * 16 * CH + ((4 * u + 2 * j) ^ a_mask)));
-      // The centres' part q of n8 tile nt: b0, b1 of k-steps 2u and 2u + 1.
-      const auto centres = [&](int q, int nt) {
-        return ldmatrix_x4(base + b_lane + 16u * ((q * BN + nt * 8) * CH + ((4 * u) ^ b_mask)));
-      };
-      if constexpr (R::is_float) {
-        // Rows g, g + 8; element e: k-step e / 2, inner t (e even) or t + 4. Exact products split the points
-        // into TF32 halves; one product reads their float bits as they are (the tensor cores ignore the low 13
-        // bits: each point element truncated to TF32).
-        Tf32Pair ag[MT][4], ag8[MT][4];
-        const auto operand = [](std::uint32_t bits) {
-          if constexpr (kExact) return split_tf32(__uint_as_float(bits));
-          else return Tf32Pair{bits, 0u};
-        };
+      for (int u = 0; u < CH / 4; ++u) {
+        uint4 a[MT][2];  // [m16 tile][k-step 2u, 2u + 1]: a0..a3
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            ag[mt][2 * j] = operand(a[mt][j].x);
-            ag8[mt][2 * j] = operand(a[mt][j].y);
-            ag[mt][2 * j + 1] = operand(a[mt][j].z);
-            ag8[mt][2 * j + 1] = operand(a[mt][j].w);
-          }
+          for (int j = 0; j < 2; ++j)
+            a[mt][j] = ldmatrix_x4(base + a_lane + 16u * (mt * 16 * CH + ((4 * u + 2 * j) ^ a_mask)));
+        // The centres' part q of n8 tile nt: b0, b1 of k-steps 2u and 2u + 1.
+        const auto centres = [&](int q, int nt) {
+          return ldmatrix_x4(base + b_lane + 16u * ((q * BN + nt * 8) * CH + ((4 * u) ^ b_mask)));
+        };
+        if constexpr (R::is_float) {
+          // Rows g, g + 8; element e: k-step e / 2, inner t (e even) or t + 4. Exact products split the points
+          // into TF32 halves; one product reads their float bits as they are (the tensor cores ignore the low 13
+          // bits: each point element truncated to TF32).
+          Tf32Pair ag[MT][4], ag8[MT][4];
+          const auto operand = [](std::uint32_t bits) {
+            if constexpr (kExact) return split_tf32(__uint_as_float(bits));
+            else return Tf32Pair{bits, 0u};
+          };
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const uint4 hb = centres(0, nt);
-          const float4 h = make_float4(__uint_as_float(hb.x), __uint_as_float(hb.y), __uint_as_float(hb.z),
-                                       __uint_as_float(hb.w));
-          if constexpr (kExact) {
-            const uint4 lb = centres(1, nt);
-            const float4 l = make_float4(__uint_as_float(lb.x), __uint_as_float(lb.y), __uint_as_float(lb.z),
-                                         __uint_as_float(lb.w));
+          for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              float dk[4];
-              k_group_3xtf32(dk, ag[mt], ag8[mt], h, l);
-#pragma unroll
-              for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+            for (int j = 0; j < 2; ++j) {
+              ag[mt][2 * j] = operand(a[mt][j].x);
+              ag8[mt][2 * j] = operand(a[mt][j].y);
+              ag[mt][2 * j + 1] = operand(a[mt][j].z);
+              ag8[mt][2 * j + 1] = operand(a[mt][j].w);
             }
-          } else {
-            // One TF32 product per k8 step, accumulated in the tensor cores as TF32 GEMMs do.
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) k_group_tf32(acc[mt][nt], ag[mt], ag8[mt], h);
-          }
-        }
-      } else {
+          for (int nt = 0; nt < NT; ++nt) {
+            const uint4 hb = centres(0, nt);
+            const float4 h = make_float4(__uint_as_float(hb.x), __uint_as_float(hb.y), __uint_as_float(hb.z),
+                                         __uint_as_float(hb.w));
+            if constexpr (kExact) {
+              const uint4 lb = centres(1, nt);
+              const float4 l = make_float4(__uint_as_float(lb.x), __uint_as_float(lb.y), __uint_as_float(lb.z),
+                                           __uint_as_float(lb.w));
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          if constexpr (kExact) {
-            // The small parts first, into a fresh accumulator: x lo + x mid + x hi, each product exact.
-            const uint4 hi = centres(0, nt), mid = centres(1, nt), lo = centres(2, nt);
+              for (int mt = 0; mt < MT; ++mt) {
+                float dk[4];
+                k_group_3xtf32(dk, ag[mt], ag8[mt], h, l);
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              float dk[4] = {0.f, 0.f, 0.f, 0.f};
-              k_group_16bit<T>(dk, a[mt][0], a[mt][1], lo);
-              k_group_16bit<T>(dk, a[mt][0], a[mt][1], mid);
-              k_group_16bit<T>(dk, a[mt][0], a[mt][1], hi);
+                for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+              }
+            } else {
+              // One TF32 product per k8 step, accumulated in the tensor cores as TF32 GEMMs do.
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+              for (int mt = 0; mt < MT; ++mt) k_group_tf32(acc[mt][nt], ag[mt], ag8[mt], h);
             }
-          } else {
-            const uint4 b = centres(0, nt);
+          }
+        } else {
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) k_group_16bit<T>(acc[mt][nt], a[mt][0], a[mt][1], b);
+          for (int nt = 0; nt < NT; ++nt) {
+            if constexpr (kExact) {
+              // The small parts first, into a fresh accumulator: x lo + x mid + x hi, each product exact.
+              const uint4 hi = centres(0, nt), mid = centres(1, nt), lo = centres(2, nt);
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) {
+                float dk[4] = {0.f, 0.f, 0.f, 0.f};
+                k_group_16bit<T>(dk, a[mt][0], a[mt][1], lo);
+                k_group_16bit<T>(dk, a[mt][0], a[mt][1], mid);
+                k_group_16bit<T>(dk, a[mt][0], a[mt][1], hi);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[mt][nt][e] += dk[e];
+              }
+            } else {
+              const uint4 b = centres(0, nt);
+#pragma unroll
+              for (int mt = 0; mt < MT; ++mt) k_group_16bit<T>(acc[mt][nt], a[mt][0], a[mt][1], b);
+            }
           }
         }
       }
@@ -417,13 +448,6 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     // This thread's 16 columns: their ||c||^2 from the stage in hand, +infinity past k (never nearer).
     const std::int64_t col0 = tile * BN + wn * (BN / WARPS_N) + 2 * tq;
     const float* tile_cn = reinterpret_cast<const float*>(xs + kTileSlots);
-    float cn[NT][2];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const float2 v = reinterpret_cast<const float2*>(tile_cn)[(wn * (BN / WARPS_N) + nt * 8 + 2 * tq) / 2];
-      cn[nt][0] = col0 + nt * 8 < p.k ? v.x : INFINITY;
-      cn[nt][1] = col0 + nt * 8 + 1 < p.k ? v.y : INFINITY;
-    }
     if constexpr (!R::is_float && kExact) {  // undo the centres' powers of two (exact: no rounding)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -457,38 +481,42 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     }
     // Per row, the smallest ||c||^2 - 2 x.c over this lane's columns so far (||x||^2 is the row's own:
     // finish_kernel adds it). Columns come in increasing order, so a strict < keeps the lowest of tied ones;
-    // lanes and warps combine their minima once, after the last tile.
+    // lanes and warps combine their minima once, after the last tile. Each pair of columns' ||c||^2 comes
+    // from the stage in hand, +infinity past k (never nearer).
     const int colb = static_cast<int>(col0);
+    float lane_sum[MT][2] = {};  // this lane's terms of each row (for the checksum test)
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int nt = 0; nt < NT; ++nt) {
+      const float2 v = reinterpret_cast<const float2*>(tile_cn)[(wn * (BN / WARPS_N) + nt * 8 + 2 * tq) / 2];
+      const float cn[2] = {col0 + nt * 8 < p.k ? v.x : INFINITY, col0 + nt * 8 + 1 < p.k ? v.y : INFINITY};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float bv = best_v[mt][h], sv = second_v[mt][h];
-        int bj = best_j[mt][h];
-        float lane_sum = 0;  // this lane's 16 terms of the row (for the checksum test)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
-            const float v = fmaf(-2.f, acc[mt][nt][2 * h + c], cn[nt][c]);
-            if (kRowSums && cn[nt][c] != INFINITY) lane_sum += acc[mt][nt][2 * h + c];
-            if (kSecond) sv = fminf(sv, fmaxf(v, bv));  // v wins: the old best is second; else v may be
-            if (v < bv) {
-              bv = v;
-              bj = colb + nt * 8 + c;
+            const float term = acc[mt][nt][2 * h + c], d = fmaf(-2.f, term, cn[c]);
+            if (kRowSums && cn[c] != INFINITY) lane_sum[mt][h] += term;
+            // d wins: the old best is second; else d may be.
+            if (kSecond) second_v[mt][h] = fminf(second_v[mt][h], fmaxf(d, best_v[mt][h]));
+            if (d < best_v[mt][h]) {
+              best_v[mt][h] = d;
+              best_j[mt][h] = colb + nt * 8 + c;
             }
           }
-        best_v[mt][h] = bv;
-        best_j[mt][h] = bj;
-        second_v[mt][h] = sv;
-        if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
-          double rs = lane_sum;
+    }
+    if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          double rs = lane_sum[mt][h];
           rs += __shfl_xor_sync(0xffffffffu, rs, 1);
           rs += __shfl_xor_sync(0xffffffffu, rs, 2);
           const int r = wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
           if (tq == 0) row_sum[r * WARPS_N + wn] += rs;
         }
-      }
+    }
     clear();
     ++tile;
   }
@@ -768,8 +796,40 @@ Split split_for(std::int64_t m, std::int64_t k, int sms) {
   return s;
 }
 
+/// 1 when the module the driver loaded for this device was compiled for sm_90a (wgmma.cuh), else 0.
+__global__ void wgmma_compiled_kernel(int* out) {
+#ifdef SKINNY_WGMMA
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+/// Whether the module loaded on `device` has the wgmma kernels: asked once per device.
+bool wgmma_compiled(const Context& ctx) {
+  static std::atomic<int> known[64];  // per device: 0 not asked yet, 1 no, 2 yes
+  const int device = ctx.device();
+  if (device < 0 || device >= 64) return false;
+  int state = known[device].load();
+  if (state == 0) {
+    int* flag = nullptr;
+    SKINNY_CUDA_TRY(cudaMalloc(&flag, sizeof(int)));
+    wgmma_compiled_kernel<<<1, 1>>>(flag);
+    int host = 0;
+    const cudaError_t launched = cudaGetLastError();
+    const cudaError_t copied = cudaMemcpy(&host, flag, sizeof host, cudaMemcpyDeviceToHost);
+    cudaFree(flag);
+    SKINNY_CUDA_TRY(launched);
+    SKINNY_CUDA_TRY(copied);
+    state = host == 1 ? 2 : 1;
+    known[device].store(state);
+  }
+  return state == 2;
+}
+
 /// The fused kernel on m points x (leading dimension ldx) against the prepared centres; keys (and with
 /// kSecond, second) get split.shares x m values, row_sums (kRowSums, zeroed) m sums. The fault comes from a.
+/// One product per term takes wgmma where nearest_uses_wgmma says so.
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
 void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
                    const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys, float* second,
@@ -778,10 +838,13 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   const Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
                  static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
                  a.fault_col, a.fault_bit, a.fault_values};
-  const auto kernel = nearest_kernel<T, kExact, kRowSums, kFault, kSecond>;
-  SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(R::smem)));
+  const bool wgmma = !kExact && nearest_uses_wgmma(ctx);
+  const auto kernel = wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, !kExact>
+                            : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false>;
+  const std::size_t smem = wgmma ? R::smem_wgmma : R::smem;
+  SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(split.blocks_x), static_cast<unsigned>(split.shares));
-  kernel<<<grid, kThreads, R::smem, ctx.stream()>>>(p);
+  kernel<<<grid, kThreads, smem, ctx.stream()>>>(p);
   SKINNY_CHECK_LAUNCH();
 }
 
@@ -974,6 +1037,11 @@ void nearest_of(Context& ctx, const NearestArguments& a) {
 
 }  // namespace
 }  // namespace detail
+
+bool nearest_uses_wgmma(const Context& ctx) {
+  if (const char* off = std::getenv("SKINNY_NEAREST_WGMMA"); off && std::string(off) == "0") return false;
+  return ctx.properties().major == 9 && ctx.properties().minor == 0 && detail::wgmma_compiled(ctx);
+}
 
 void nearest(Context& ctx, const NearestArguments& a) {
   if (const Support s = nearest_can_implement(ctx, a); !s) throw std::invalid_argument(s.reason);

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -448,6 +449,22 @@ TEST_F(Nearest, RecheckedRowSumsListThePointsRunAgain) {
     for (std::int64_t i = 0; i < n; ++i)
       if (l[std::size_t(i)] < twins) EXPECT_TRUE(seen[std::size_t(i)]) << "point " << i << " has a twin centre";
   }
+}
+
+/// One product per term takes Hopper's wgmma wherever the build and the device allow it (not silently
+/// mma.sync), and never elsewhere; SKINNY_NEAREST_WGMMA=0 turns it off.
+TEST_F(Nearest, TakesWgmmaOnHopperWhenBuiltForIt) {
+  const Context& ctx = testing::shared_context();
+  const bool hopper = ctx.properties().major == 9 && ctx.properties().minor == 0;
+  const char* off = std::getenv("SKINNY_NEAREST_WGMMA");
+  const bool turned_off = off && std::string(off) == "0";
+#ifdef SKINNY_NEAREST_BUILT_FOR_SM90A
+  EXPECT_EQ(hopper && !turned_off, nearest_uses_wgmma(ctx));
+#else
+  EXPECT_FALSE(nearest_uses_wgmma(ctx)) << "built without the 90a target";
+  (void)hopper;
+  (void)turned_off;
+#endif
 }
 
 TEST_F(Nearest, RefusesWhatItCannotRunAndSaysWhy) {

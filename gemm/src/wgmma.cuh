@@ -1,0 +1,101 @@
+// Hopper's warpgroup matrix multiply (wgmma, sm_90a) for the fused nearest-centre kernel: a warpgroup
+// (4 consecutive warps, 128 threads) multiplies a 64-row tile of A by a 128-row tile of B, both read from
+// shared memory through descriptors, into 64 float accumulators per thread.
+//
+// The tiles are K-major with 128-byte rows swizzled as the hardware's 128-byte mode expects: 16-byte chunk
+// c of row r is stored at chunk c ^ (r % 8), and each group of 8 rows (1024 bytes) starts 1024-byte aligned
+// (the layout of nearest.cu's ring). A k-step (8 TF32 or 16 16-bit elements, 32 bytes) further along the
+// rows is the same descriptor with its start address 32 bytes on.
+//
+// The instructions exist only for the sm_90a target (__CUDA_ARCH_FEAT_SM90_ALL); other targets compile
+// these helpers to a trap, and the host asks wgmma_compiled (a kernel of the same module) before using them.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace skinny::gemm::detail {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SKINNY_WGMMA 1
+#endif
+
+/// The descriptor of a K-major tile with 128-byte swizzled rows at shared address `addr`: rows 8 apart
+/// are 1024 bytes apart (stride byte offset), the leading byte offset is unused in this mode.
+__device__ __forceinline__ std::uint64_t wgmma_descriptor(std::uint32_t addr) {
+  return static_cast<std::uint64_t>((addr & 0x3ffffu) >> 4) | (std::uint64_t{1} << 16) |
+         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+}
+
+/// Orders this thread's earlier accesses to the accumulators (and shared memory written by cp.async)
+/// before the warpgroup's next wgmma.
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef SKINNY_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+/// Makes this thread's generic-proxy writes to shared memory (cp.async) visible to the tensor cores'
+/// reads, which go through the async proxy; before the barrier that hands the tile over.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#ifdef SKINNY_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/// Closes the wgmmas issued so far into a group, and waits until all groups are complete.
+__device__ __forceinline__ void wgmma_commit_and_wait() {
+#ifdef SKINNY_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+#define SKINNY_WGMMA_D                                                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define SKINNY_WGMMA_D_OPERANDS(d)                                                                             \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),     \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), \
+      "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]),               \
+      "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]),           \
+      "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]),           \
+      "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]),           \
+      "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+
+/// d (64 x 128 per warpgroup; this thread's d[j][e]: n8 tile j, rows g and g + 8, columns 2t and 2t + 1, as
+/// mma.sync's m16n8 fragments of the warp's 16 rows) += A (64 x one k-step) B^T (128 x one k-step), one
+/// product per term: TF32 for float elements (the tensor cores read their top 19 bits), or half / bfloat16.
+template <class T>
+__device__ __forceinline__ void wgmma_m64n128(float (&d)[16][4], std::uint64_t a, std::uint64_t b) {
+#ifdef SKINNY_WGMMA
+  if constexpr (std::is_same_v<T, float>) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D ", %64, %65, 1, 1, 1;\n"
+                 : SKINNY_WGMMA_D_OPERANDS(d)
+                 : "l"(a), "l"(b));
+  } else if constexpr (std::is_same_v<T, __half>) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " SKINNY_WGMMA_D ", %64, %65, 1, 1, 1, 0, 0;\n"
+                 : SKINNY_WGMMA_D_OPERANDS(d)
+                 : "l"(a), "l"(b));
+  } else {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " SKINNY_WGMMA_D
+                 ", %64, %65, 1, 1, 1, 0, 0;\n"
+                 : SKINNY_WGMMA_D_OPERANDS(d)
+                 : "l"(a), "l"(b));
+  }
+#else
+  __trap();  // the host runs these only where wgmma_compiled says so
+#endif
+}
+
+#undef SKINNY_WGMMA_D
+#undef SKINNY_WGMMA_D_OPERANDS
+
+}  // namespace skinny::gemm::detail
