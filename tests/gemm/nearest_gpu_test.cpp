@@ -7,6 +7,7 @@
 
 #include "support/gpu_fixture.hpp"
 #include "support/random_matrix.hpp"
+#include "support/tf32.hpp"
 
 #include <gtest/gtest.h>
 
@@ -367,21 +368,6 @@ TEST_F(Nearest, RowSumsAddEveryCrossTermAndAFaultShowsInThem) {
   }
 }
 
-float tf32_truncated(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u &= 0xffffe000u;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-float tf32_rounded(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x1000u) & 0xffffe000u;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-
 /// row_sums with fast_then_recheck (Params::protect of Math::exact): every point's sum of one-product terms
 /// (points truncated, centres rounded to TF32) and, for each point listed as re-checked, its sum of
 /// float-accurate terms; the listed points are distinct, include every point whose nearest centre has a
@@ -417,7 +403,8 @@ TEST_F(Nearest, RecheckedRowSumsListThePointsRunAgain) {
       double ref = 0, mag = 0;
       for (std::int64_t j = 0; j < k; ++j)
         for (std::int64_t p = 0; p < d; ++p) {
-          const double v = double(tf32_truncated(x[i * ld + p])) * double(tf32_rounded(c[j * ld + p]));
+          const double v =
+              double(testing::tf32_truncated(x[i * ld + p])) * double(testing::tf32_rounded(c[j * ld + p]));
           ref += v;
           mag += std::fabs(v);
         }

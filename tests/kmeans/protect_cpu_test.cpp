@@ -4,13 +4,13 @@
 // with a margin; an error above it is seen.
 #include "../../kmeans/src/detail.hpp"
 #include "../../kmeans/src/protect.hpp"
+#include "support/tf32.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -167,20 +167,6 @@ float tensor_core_term(const float* x, const float* c, std::int64_t d, int step)
   return acc;
 }
 
-float tf32_truncated(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u &= 0xffffe000u;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-float tf32_rounded(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x1000u) & 0xffffe000u;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
 
 /// The largest clean |difference| / one_product_block_bound of two blocks of kOneProductBlockRows points;
 /// with `error`, that of the first block with one term off by 4 bounds instead.
@@ -189,8 +175,8 @@ double one_product_ratio(Data kind, std::int64_t d, std::int64_t k, int step, st
   std::mt19937_64 rng(seed);
   const std::vector<float> x = draw(kind, 2 * rows * d, rng), c = draw(kind, k * d, rng);
   std::vector<float> xt(x.size()), ct(c.size());
-  std::transform(x.begin(), x.end(), xt.begin(), tf32_truncated);
-  std::transform(c.begin(), c.end(), ct.begin(), tf32_rounded);
+  std::transform(x.begin(), x.end(), xt.begin(), testing::tf32_truncated);
+  std::transform(c.begin(), c.end(), ct.begin(), testing::tf32_rounded);
   std::vector<double> s(static_cast<std::size_t>(d), 0.0);  // s^ in double
   double c_sq = 0, s_sq = 0;
   for (std::int64_t j = 0; j < k; ++j)
