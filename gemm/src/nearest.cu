@@ -90,8 +90,8 @@ struct Ring {
   static constexpr int stages = slots * 16 <= 33 * 1024 ? 3 : 2;
   /// The ring, then per row and warp column the best value, column, row sum and second best; wgmma also
   /// needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand.
-  static constexpr std::size_t smem =
-      std::size_t(stages) * slots * 16 + BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
+  static constexpr std::size_t smem = std::size_t(stages) * slots * 16 +
+                                      BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
   static constexpr std::size_t smem_wgmma = smem + 1024;
   static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
   static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
@@ -719,7 +719,8 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
   if (a.math == Math::exact && a.exact_method == ExactMethod::fast_then_recheck &&
       ((a.row_sums && recheck_outputs == 0) || a.n > INT32_MAX))
     return Support::no("nearest: ExactMethod::fast_then_recheck takes at most 2^31 - 1 points (n = " + to_string(a.n) +
-                       ") and, with row_sums, the re-check's outputs (rechecked_rows, rechecked_row_sums, rechecked_count)");
+                       ") and, with row_sums, the re-check's outputs (rechecked_rows, rechecked_row_sums, "
+                       "rechecked_count)");
   if (a.row_sums && a.fault_row >= 0 &&
       (a.fault_row >= a.n || a.fault_col < 0 || a.fault_col >= a.k || a.fault_bit < 0 || a.fault_bit > 31 || !a.fault_values))
     return Support::no("nearest: a fault needs fault_row < n, 0 <= fault_col < k, 0 <= fault_bit < 32 and fault_values");
@@ -838,8 +839,8 @@ bool wgmma_compiled(const Context& ctx) {
 /// One product per term takes wgmma where nearest_uses_wgmma says so.
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
 void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
-                   const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys, float* second,
-                   double* row_sums = nullptr) {
+                   const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys,
+                   float* second, double* row_sums = nullptr) {
   using R = Ring<T, kExact>;
   const Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
                  static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,

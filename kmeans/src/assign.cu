@@ -202,9 +202,9 @@ __global__ void check_one_product_blocks_kernel(const double* __restrict__ sums,
 
 /// One warp per listed point (rows[i] of x): sums[i] against x_row . s (in double), within the point's bound.
 template <class T>
-__global__ void check_listed_points_kernel(const T* __restrict__ x, std::int64_t d, const std::int32_t* __restrict__ rows,
-                                           std::int64_t count, const double* __restrict__ sums,
-                                           const double* __restrict__ s, const compute_t<T>* __restrict__ xnorm,
+__global__ void check_listed_points_kernel(const T* __restrict__ x, std::int64_t d,
+                                           const std::int32_t* __restrict__ rows, std::int64_t count,
+                                           const double* __restrict__ sums, const double* __restrict__ s, const compute_t<T>* __restrict__ xnorm,
                                            const double* __restrict__ scale, double factor, int* __restrict__ failures,
                                            unsigned* __restrict__ max_ratio) {
   const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -564,8 +564,8 @@ void check_listed_points(const T* x, std::int64_t d, const std::int32_t* rows, s
                          const double* s, const compute_t<T>* xnorm, const double* centroid_scale, double factor,
                          int* failures, unsigned* max_ratio, cudaStream_t stream) {
   if (count == 0) return;
-  check_listed_points_kernel<<<blocks_for_warps(count), kThreads, 0, stream>>>(x, d, rows, count, sums, s, xnorm,
-                                                                             centroid_scale, factor, failures, max_ratio);
+  check_listed_points_kernel<<<blocks_for_warps(count), kThreads, 0, stream>>>(
+      x, d, rows, count, sums, s, xnorm, centroid_scale, factor, failures, max_ratio);
   SKINNY_CHECK_LAUNCH();
 }
 

@@ -547,7 +547,8 @@ struct Assigner {
       gemm::nearest(ctx, na);
       if (faulty) {
         const std::vector<float> v = fault_values.to_host();
-        const std::int64_t block = r0 / rows * guard->one_product_blocks_per_chunk() + na.fault_row / detail::kOneProductBlockRows;
+        const std::int64_t block =
+            r0 / rows * guard->one_product_blocks_per_chunk() + na.fault_row / detail::kOneProductBlockRows;
         const double bound = one_product_sums ? guard->one_product_bound(block, ctx.stream())
                                               : point_bound(r0 + na.fault_row, xnorm);
         record_fault(r0 + na.fault_row, na.fault_col, na.fault_bit, v[0], v[1], bound);

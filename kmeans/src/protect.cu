@@ -38,8 +38,8 @@ __device__ __forceinline__ double rounded_centre(float v, CentreRounding r) {
 /// part[piece][j] = sum over the centroids of piece `blockIdx.y` of c_ij, in double (with kRounded, of the
 /// centroids rounded as `r` says).
 template <class C, bool kRounded>
-__global__ void centroid_column_parts(const C* __restrict__ c, std::int64_t k, std::int64_t d, double* __restrict__ part,
-                                      CentreRounding r = CentreRounding::tf32) {
+__global__ void centroid_column_parts(const C* __restrict__ c, std::int64_t k, std::int64_t d,
+                                      double* __restrict__ part, CentreRounding r = CentreRounding::tf32) {
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= d) return;
   const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.y) * kCentroidPiece;
@@ -207,7 +207,8 @@ template <class C>
 template <class T>
 void DistanceGuard<C>::set_one_product_blocks(const T* x, std::int64_t n, std::int64_t chunk, CentreRounding centres,
                                               cudaStream_t stream) {
-  if (carry_ != Carry::pass) throw std::logic_error("DistanceGuard::set_one_product_blocks: not a guard of the fused kernel");
+  if (carry_ != Carry::pass)
+    throw std::logic_error("DistanceGuard::set_one_product_blocks: not a guard of the fused kernel");
   centre_rounding_ = centres;
   one_product_blocks_per_chunk_ = (chunk + kOneProductBlockRows - 1) / kOneProductBlockRows;
   one_product_blocks_ = (n + chunk - 1) / chunk * one_product_blocks_per_chunk_;
@@ -216,14 +217,15 @@ void DistanceGuard<C>::set_one_product_blocks(const T* x, std::int64_t n, std::i
   one_product_carried_ = DeviceBuffer<double>(static_cast<std::size_t>(one_product_blocks_));
   rounded_parts_ = DeviceBuffer<double>(column_parts_.size());
   rounded_s_ = DeviceBuffer<double>(static_cast<std::size_t>(d_));
-  block_column_totals(x, n, d_, chunk, kOneProductBlockRows, true, one_product_totals_.data(), one_product_norms_.data(),
-                      stream);
+  block_column_totals(x, n, d_, chunk, kOneProductBlockRows, true, one_product_totals_.data(),
+                      one_product_norms_.data(), stream);
 }
 
 template <class C>
 double DistanceGuard<C>::one_product_bound(std::int64_t block, cudaStream_t stream) const {
   double norm = 0, carried = 0;
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(&norm, one_product_norms_.data() + block, sizeof norm, cudaMemcpyDeviceToHost, stream));
+  SKINNY_CUDA_TRY(
+      cudaMemcpyAsync(&norm, one_product_norms_.data() + block, sizeof norm, cudaMemcpyDeviceToHost, stream));
   SKINNY_CUDA_TRY(
       cudaMemcpyAsync(&carried, one_product_carried_.data() + block, sizeof carried, cudaMemcpyDeviceToHost, stream));
   const double scale = centroid_scale_now(stream);  // waits for the copies too

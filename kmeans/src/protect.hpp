@@ -8,7 +8,8 @@
 // is about u sqrt(d) |x_i| |s|. So the bound of point i is
 //     kappa * u * sqrt(d + k) * |x_i| * M,     M = sqrt(sum_j |c_j|^2) + |s|,
 // with kappa calibrated on the GPU (kDistanceKappa; docs/fault-tolerant-kmeans.md). A chunk with a point
-// over its bound is recomputed before the update reads its labels.
+// over its bound is recomputed before the update reads its labels. For few clusters on the GEMM path the
+// checks run on blocks of points instead (DistanceGuard::set_blocks), so that the GEMM keeps its k columns.
 //
 // One product per term (the fused kernel in Math::fast, and the first pass of Math::exact by
 // fast_then_recheck) is checked at float level too, against the points and centroids as the tensor cores
@@ -21,8 +22,7 @@
 // the fit (so no pass over X per iteration carries x^.s^):
 //     | sum_{i in b} sum_j g_ij - T^_b . s^ | <= kappa u ( sqrt(d + k + B) |X_b| M + (d / 4 + 1) |T^_b . s^| ),
 // |X_b| = (sum_{i in b} |x_i|^2)^(1/2), u = 2^-24 (one_product_block_bound). The points the first pass of
-// fast_then_recheck leaves are run again at float accuracy; their terms are checked per point as above. For few clusters on the GEMM path the
-// checks run on blocks of points instead (DistanceGuard::set_blocks), so that the GEMM keeps its k columns.
+// fast_then_recheck leaves are run again at float accuracy; their terms are checked per point as above.
 //
 // Sums. The centroid sums are exact integers (fixed_point.hpp), so their column sums over the clusters
 // must equal the column totals of X (and the weight sums the total weight) exactly: any change of any
@@ -97,8 +97,9 @@ SKINNY_HOST_DEVICE inline double distance_bound(double x_sq_norm, double centroi
 /// How the checksum side of the distance checks is carried.
 enum class Carry {
   column,  ///< x.s as one more column of the GEMM (centroids()): many clusters on the GEMM path
-  pass,    ///< x.s from a pass over X in double (column_sums()): the fused nearest kernel, which returns each
-           ///< point's sum of cross terms
+  pass,    ///< the fused nearest kernel, which returns each point's sum of cross terms: one-product sums
+           ///< checked by blocks (set_one_product_blocks), float-accurate ones against x.s from a pass over X
+           ///< in double (column_sums())
   blocks,  ///< block checks (set_blocks): few clusters on the GEMM path, which keeps its k columns
 };
 

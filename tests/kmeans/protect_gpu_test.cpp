@@ -86,8 +86,8 @@ TEST_F(ProtectGpu, CleanFitsSeeNoFaultAndMatchTheUnprotectedFit) {
   EXPECT_GT(
       clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic, gemm::Math::exact, 65).rows_rechecked,
       0);
-  EXPECT_EQ(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic, gemm::Math::fast).rows_rechecked,
-            0);
+  EXPECT_EQ(
+      clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::automatic, gemm::Math::fast).rows_rechecked, 0);
   EXPECT_EQ(clean_fit_equals_unprotected<float>(70001, 128, 130, gemm::Algo::cublas).rows_rechecked, 0);
 }
 
