@@ -71,9 +71,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     verbose : bool, default False
         Print one line per iteration.
     protect : bool, default False
-        Algorithm-based fault tolerance (not in scikit-learn): every point's distances are verified against a
-        checksum computed in the same pass (a chunk that fails is recomputed before its labels are used), and
-        the centroid sums against X's column totals, exactly. About 4-8 % more time per iteration on the
+        Algorithm-based fault tolerance (not in scikit-learn): the distances are verified against checksums
+        (per point, or per block of 64 points; what fails is recomputed before its labels are used), and the
+        centroid sums against X's column totals, exactly. About 4-8 % more time per iteration on the
         H100's benchmark shapes (docs/fault-tolerant-kmeans.md). One device, X in its memory (not with
         ``devices`` or a streamed fit).
     devices : None, int or sequence of int, default None
