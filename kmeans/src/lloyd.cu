@@ -303,6 +303,7 @@ struct Assigner {
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
         route(nearest_route(c, x_, n_, d_, k_, b, m)),
         few(!protect && few_clusters_assignment(x_, d_, k_, b, route)) {
+    const bool tf32 = rounds_to_tf32();  // asks gemm::choose once: the chunks and the check's bound follow it
     ldn = d;
     if (native() && !few && !rows_fit_nearest(x, d)) {
       ldn = nearest_row<T>(d);
@@ -319,7 +320,7 @@ struct Assigner {
       wide = DeviceBuffer<float>(static_cast<std::size_t>(rows * ldw));
     } else {
       // A TF32 GEMM is short next to its cross terms: chunks of kTf32ChunkBytes (where they fit) keep it long.
-      const bool long_chunks = rounds_to_tf32() && fits_in_free_memory(kTf32ChunkBytes);
+      const bool long_chunks = tf32 && fits_in_free_memory(kTf32ChunkBytes);
       rows = fused() ? n : long_chunks ? chunk_rows(n, k, sizeof(C), kTf32ChunkBytes) : chunk_rows(n, k, sizeof(C));
     }
     const std::int64_t chunks = (n + rows - 1) / rows;
@@ -327,7 +328,7 @@ struct Assigner {
       // cuBLAS rounds to TF32 in fast mode in its own way: its check takes a TF32-level bound. The fused
       // kernel's one-product terms are checked at float level (set_one_product_blocks); its float-accurate
       // ones, and every other backend's, at the compute type's.
-      const double u = rounds_to_tf32() ? detail::kTf32Roundoff : detail::unit_roundoff<C>();
+      const double u = tf32 ? detail::kTf32Roundoff : detail::unit_roundoff<C>();
       const detail::Carry carry = fused()                         ? detail::Carry::pass
                                   : k <= detail::kFewClustersMax ? detail::Carry::blocks
                                                                   : detail::Carry::column;
