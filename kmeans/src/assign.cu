@@ -156,6 +156,15 @@ __global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ 
   flush_block_counts(block_counts, k, counts);
 }
 
+/// r . s (d values) in double by one warp, the lanes' shares added in a fixed order.
+template <class T>
+__device__ __forceinline__ double warp_row_dot(const T* __restrict__ r, std::int64_t d, const double* __restrict__ s,
+                                               int lane) {
+  double v = 0;
+  for (std::int64_t j = lane; j < d; j += 32) v += to_double(r[j]) * s[j];
+  return warp_sum(v);
+}
+
 /// out[i] = x_i . s in double (one warp per row): the carried checksum term of the fused assignment.
 template <class T>
 __global__ void row_dots_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, const double* __restrict__ s,
@@ -163,10 +172,7 @@ __global__ void row_dots_kernel(const T* __restrict__ x, std::int64_t n, std::in
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
-  const T* r = x + row * d;
-  double v = 0;
-  for (std::int64_t j = lane; j < d; j += 32) v += to_double(r[j]) * s[j];
-  v = warp_sum(v);
+  const double v = warp_row_dot(x + row * d, d, s, lane);
   if (lane == 0) out[row] = v;
 }
 
@@ -204,17 +210,15 @@ __global__ void check_one_product_blocks_kernel(const double* __restrict__ sums,
 template <class T>
 __global__ void check_listed_points_kernel(const T* __restrict__ x, std::int64_t d,
                                            const std::int32_t* __restrict__ rows, std::int64_t count,
-                                           const double* __restrict__ sums, const double* __restrict__ s, const compute_t<T>* __restrict__ xnorm,
-                                           const double* __restrict__ scale, double factor, int* __restrict__ failures,
+                                           const double* __restrict__ sums, const double* __restrict__ s,
+                                           const compute_t<T>* __restrict__ xnorm, const double* __restrict__ scale,
+                                           double factor, int* __restrict__ failures,
                                            unsigned* __restrict__ max_ratio) {
   const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (i >= count) return;
   const std::int64_t row = rows[i];
-  const T* r = x + row * d;
-  double v = 0;
-  for (std::int64_t j = lane; j < d; j += 32) v += to_double(r[j]) * s[j];
-  v = warp_sum(v);
+  const double v = warp_row_dot(x + row * d, d, s, lane);
   if (lane == 0) check_point(sums[i], v, static_cast<double>(xnorm[row]), *scale, factor, failures, max_ratio);
 }
 
