@@ -855,6 +855,21 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   SKINNY_CHECK_LAUNCH();
 }
 
+/// launch_kernel of the instance the outputs ask for: row_sums (m values, zeroed here; null: none) and,
+/// with them and `fault`, a's fault injected.
+template <class T, bool kExact, bool kSecond>
+void launch_with_outputs(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
+                         const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys,
+                         float* second, double* row_sums, bool fault) {
+  if (!row_sums) {
+    launch_kernel<T, kExact, false, false, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second);
+    return;
+  }
+  SKINNY_CUDA_TRY(cudaMemsetAsync(row_sums, 0, static_cast<std::size_t>(m) * sizeof(double), ctx.stream()));
+  if (fault) launch_kernel<T, kExact, true, true, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second, row_sums);
+  else launch_kernel<T, kExact, true, false, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second, row_sums);
+}
+
 void finish(Context& ctx, const unsigned long long* keys, std::int64_t shares, std::int64_t m, const std::int32_t* rows,
             const NearestArguments& a, const Certificate& cert = {}) {
   const unsigned blocks =
@@ -933,14 +948,8 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
   prepare_parts<T, kExact>(ctx, a, parts, nullptr);
   // One product per term compares distances to the centres as rounded (centre_parts_kernel).
   const float* cn = kExact ? a.c_sq_norms : parts.rounded_sq_norms;
-  if (a.row_sums)
-    SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), ctx.stream()));
-  if (a.row_sums && a.fault_row >= 0)
-    launch_kernel<T, kExact, true, true, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr, a.row_sums);
-  else if (a.row_sums)
-    launch_kernel<T, kExact, true, false, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr, a.row_sums);
-  else
-    launch_kernel<T, kExact, false, false, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr);
+  launch_with_outputs<T, kExact, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr, a.row_sums,
+                                        a.fault_row >= 0);
   finish(ctx, keys, split.shares, a.n, nullptr, a);
   if (a.rechecked_count) *a.rechecked_count = 0;
   if (a.row_sums_one_product) *a.row_sums_one_product = !kExact;
@@ -972,7 +981,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     s.second = scratch.take<float>(split.shares * a.n);
     s.fast = take_parts<T, false>(scratch, a);
     s.exact = take_parts<T, true>(scratch, a);
-    s.flagged = scratch.take<std::int32_t>(a.n);
+    s.flagged = a.rechecked_rows ? a.rechecked_rows : scratch.take<std::int32_t>(a.n);  // rechecked_rows when given
     s.counters = scratch.take<unsigned>(2);
     s.batch_rows = scratch.take<uint4>(batch * row_copies);
     // A batch of m points keeps split_for(m).shares x m keys <= (4 sms + blocks of m) x BM.
@@ -984,25 +993,15 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
 
   SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 2 * sizeof(unsigned), stream));
   prepare_parts<T, false>(ctx, a, s.fast, s.counters + 1);
-  const float* rounded_cn = s.fast.rounded_sq_norms;
-  if (a.row_sums) {
-    SKINNY_CUDA_TRY(cudaMemsetAsync(a.row_sums, 0, static_cast<std::size_t>(a.n) * sizeof(double), stream));
-    if (a.fault_row >= 0)
-      launch_kernel<T, false, true, true, true>(ctx, a, a.x, ldx, a.n, s.fast, rounded_cn, split, s.keys, s.second,
-                                                a.row_sums);
-    else
-      launch_kernel<T, false, true, false, true>(ctx, a, a.x, ldx, a.n, s.fast, rounded_cn, split, s.keys, s.second,
-                                                 a.row_sums);
-  } else {
-    launch_kernel<T, false, false, false, true>(ctx, a, a.x, ldx, a.n, s.fast, rounded_cn, split, s.keys, s.second);
-  }
+  launch_with_outputs<T, false, true>(ctx, a, a.x, ldx, a.n, s.fast, s.fast.rounded_sq_norms, split, s.keys,
+                                      s.second, a.row_sums, a.fault_row >= 0);
   if (a.row_sums_one_product) *a.row_sums_one_product = true;
   Certificate cert;
   cert.second = s.second;
   cert.bound = certificate_bound<T>(a.d);
   cert.sqrt_d = std::sqrt(static_cast<double>(a.d));
   cert.largest_norm = s.counters + 1;
-  cert.flagged = a.rechecked_rows ? a.rechecked_rows : s.flagged;
+  cert.flagged = s.flagged;
   cert.flagged_count = s.counters;
   finish(ctx, s.keys, split.shares, a.n, nullptr, a, cert);
 
@@ -1013,25 +1012,21 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
                                                   static_cast<double>(flagged) / static_cast<double>(a.n), 0};
   if (a.rechecked_count) *a.rechecked_count = flagged;
   if (flagged == 0) return;
-  if (a.rechecked_row_sums)
-    SKINNY_CUDA_TRY(cudaMemsetAsync(a.rechecked_row_sums, 0, flagged * sizeof(double), stream));
   prepare_parts<T, true>(ctx, a, s.exact, nullptr);
   for (std::int64_t b0 = 0; b0 < flagged; b0 += batch) {
     const std::int64_t m = std::min<std::int64_t>(batch, flagged - b0);
     const unsigned gather_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(m, 8), 8LL * sms));
     gather_rows_kernel<<<gather_blocks, 256, 0, stream>>>(static_cast<const uint4*>(a.x),
                                                           ldx * static_cast<std::int64_t>(sizeof(T)) / 16,
-                                                          cert.flagged + b0, m, row_copies, s.batch_rows);
+                                                          s.flagged + b0, m, row_copies, s.batch_rows);
     SKINNY_CHECK_LAUNCH();
     const Split batch_split = split_for(m, a.k, sms);
     const std::int64_t batch_ld = row_copies * 16 / static_cast<std::int64_t>(sizeof(T));
-    if (a.rechecked_row_sums)
-      launch_kernel<T, true, true, false, false>(ctx, a, s.batch_rows, batch_ld, m, s.exact, a.c_sq_norms, batch_split,
-                                                 s.batch_keys, nullptr, a.rechecked_row_sums + b0);
-    else
-      launch_kernel<T, true, false, false, false>(ctx, a, s.batch_rows, batch_ld, m, s.exact, a.c_sq_norms, batch_split,
-                                                  s.batch_keys, nullptr);
-    finish(ctx, s.batch_keys, batch_split.shares, m, cert.flagged + b0, a);
+    // The fault, if any, belongs to the first pass.
+    launch_with_outputs<T, true, false>(ctx, a, s.batch_rows, batch_ld, m, s.exact, a.c_sq_norms, batch_split,
+                                        s.batch_keys, nullptr,
+                                        a.rechecked_row_sums ? a.rechecked_row_sums + b0 : nullptr, false);
+    finish(ctx, s.batch_keys, batch_split.shares, m, s.flagged + b0, a);
   }
 }
 
