@@ -3,6 +3,8 @@
 // m16n8k8 TF32, m16n8k16 half / bfloat16 and m8n8k4 double instructions.
 #pragma once
 
+#include <skinny/gemm/tf32.hpp>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -11,17 +13,14 @@
 
 namespace skinny::gemm::detail {
 
-/// x rounded to the nearest TF32 (ties away from zero), as the bits the tensor cores read: integer
-/// operations, no conversion instruction.
-__host__ __device__ __forceinline__ std::uint32_t tf32_bits(std::uint32_t x) { return (x + 0x1000u) & 0xffffe000u; }
 
 /// x = hi + lo + O(2^-22 |x|), both TF32.
 struct Tf32Pair {
   std::uint32_t hi, lo;
 };
 __device__ __forceinline__ Tf32Pair split_tf32(float x) {
-  const std::uint32_t hi = tf32_bits(__float_as_uint(x));
-  return {hi, tf32_bits(__float_as_uint(x - __uint_as_float(hi)))};
+  const std::uint32_t hi = tf32_rounded_bits(__float_as_uint(x));
+  return {hi, tf32_rounded_bits(__float_as_uint(x - __uint_as_float(hi)))};
 }
 
 /// The four elements of v split into TF32 halves.

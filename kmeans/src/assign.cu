@@ -6,6 +6,7 @@
 
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/gemm/errors.hpp>
+#include <skinny/gemm/tf32.hpp>
 
 #include <thrust/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(kThreads) checked_argmin_kernel(const T* __res
 /// read exactly).
 template <class T>
 __device__ __forceinline__ double as_tf32_operand(T v) {
-  if constexpr (std::is_same_v<T, float>) return __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+  if constexpr (std::is_same_v<T, float>) return __uint_as_float(gemm::tf32_truncated_bits(__float_as_uint(v)));
   else return to_double(v);
 }
 

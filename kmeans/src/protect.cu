@@ -7,6 +7,7 @@
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/gemm.hpp>
 #include <skinny/gemm/splitmix64.hpp>
+#include <skinny/gemm/tf32.hpp>
 
 #include <thrust/copy.h>
 #include <thrust/execution_policy.h>
@@ -28,7 +29,7 @@ constexpr std::int64_t kCentroidPiece = 256;
 /// centre_parts_kernel): rounded to TF32 (to nearest, ties away from zero), half or bfloat16.
 __device__ __forceinline__ double rounded_centre(float v, CentreRounding r) {
   switch (r) {
-    case CentreRounding::tf32: return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
+    case CentreRounding::tf32: return __uint_as_float(gemm::tf32_rounded_bits(__float_as_uint(v)));
     case CentreRounding::f16: return __half2float(__float2half_rn(v));
     case CentreRounding::bf16: return __bfloat162float(__float2bfloat16_rn(v));
   }

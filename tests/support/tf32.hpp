@@ -1,6 +1,9 @@
-// Float values as TF32 tensor cores take them, on the host: truncated (the points: the tensor cores ignore
-// the low 13 bits) or rounded to nearest, ties away from zero (the centres, as gemm::nearest rounds them).
+// Float values as TF32 tensor cores take them, on the host (skinny/gemm/tf32.hpp on floats): truncated
+// (the points: the tensor cores ignore the low 13 bits) or rounded to nearest, ties away from zero (the
+// centres, as gemm::nearest rounds them).
 #pragma once
+
+#include <skinny/gemm/tf32.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -17,7 +20,7 @@ inline std::uint32_t bits_of(float v) {
   std::memcpy(&u, &v, sizeof u);
   return u;
 }
-inline float tf32_truncated(float v) { return with_bits(bits_of(v) & 0xffffe000u); }
-inline float tf32_rounded(float v) { return with_bits((bits_of(v) + 0x1000u) & 0xffffe000u); }
+inline float tf32_truncated(float v) { return with_bits(gemm::tf32_truncated_bits(bits_of(v))); }
+inline float tf32_rounded(float v) { return with_bits(gemm::tf32_rounded_bits(bits_of(v))); }
 
 }  // namespace skinny::testing
