@@ -235,17 +235,21 @@ __device__ std::int64_t draw_candidate(double u, double total, Ranges r, const d
 __device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t step, std::int64_t* chosen,
                             unsigned char* taken, StepState* state, double* group_sums, const int* __restrict__ w,
                             bool first, const Draws& next) {
-  constexpr int kBatch = 8;  // loads in flight per lane
+  constexpr int kBatch = 16;  // loads in flight per lane: up to 128 (trial, group) pairs in one round
   __shared__ double pot[kMaxTrials];
   __shared__ int winner;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const std::int64_t pairs = trials * r.groups;
   for (std::int64_t p0 = warp; p0 < pairs; p0 += std::int64_t(warps) * kBatch) {
+    // Pair p is (trial l, group g) = (p / groups, p % groups), stepped rather than divided: a 64-bit
+    // division is a long subroutine, and this loop is on every step's critical path.
+    std::int64_t l = p0 / r.groups, g = p0 % r.groups;
     double v[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      const std::int64_t p = p0 + std::int64_t(i) * warps, l = p / r.groups, b = p % r.groups * kGroup + lane;
+      const std::int64_t p = p0 + std::int64_t(i) * warps, b = g * kGroup + lane;
       v[i] = p < pairs && b < r.count ? __ldcg(out.pot_part + l * r.count + b) : 0.0;
+      for (g += warps; g >= r.groups; g -= r.groups) ++l;
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
