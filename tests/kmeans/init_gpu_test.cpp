@@ -1,8 +1,8 @@
 // k-means|| on the GPU: fit from it recovers blobs in float and double at odd shapes (through
-// gemm::nearest and through the GEMM fallback), the same seed gives the same centroids, k = n and too
-// few candidates (the top-up) give k distinct points, its potential is close to k-means++'s, both
-// reductions run at large k, Init::automatic keeps k-means++ for few clusters, progress is reported,
-// and bad parameters are refused.
+// gemm::nearest and through the GEMM fallback), also with values too large for the sampling rounds' half
+// copy of X; the same seed gives the same centroids, k = n and too few candidates (the top-up) give k
+// distinct points, its potential is close to k-means++'s, both reductions run at large k, Init::automatic
+// keeps k-means++ for few clusters, progress is reported, and bad parameters are refused.
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
@@ -97,12 +97,27 @@ void recovers_blobs(std::int64_t n, std::int64_t d, int k, std::uint64_t seed) {
 
 TEST_F(KmeansParallelGpu, FitFromItRecoversBlobs) {
   // d = 7 and 33: float through the GEMM fallback (rows not 16-byte multiples); d = 16 and 128: through
-  // gemm::nearest. Double always through the GEMM.
+  // gemm::nearest (the sampling rounds on a half copy of X). Double always through the GEMM.
   for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, int>{1000, 7, 17}, {2003, 33, 64},
                                {1027, 128, 16}, {3001, 16, 100}}) {
     recovers_blobs<float>(n, d, k, 5);
     recovers_blobs<double>(n, d, k, 5);
   }
+}
+
+/// Values beyond what a half copy may hold (|x| up to ~10^5): the sampling rounds stay on X, and the
+/// blobs still come back.
+TEST_F(KmeansParallelGpu, LargeValuesSampleOnTheFloatPoints) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 3001, d = 16;
+  const int k = 20;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 21, 2000.0, 100000.0);
+  Params p;
+  p.k = k;
+  p.seed = 3;
+  p.init = Init::kmeans_parallel;
+  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fit<float>(ctx, x.data(), n, d, p).labels));
 }
 
 /// X 4 bytes past a 16-byte boundary: gemm::nearest cannot read it, the GEMM fallback runs instead.
