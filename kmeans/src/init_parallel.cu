@@ -77,9 +77,10 @@ __global__ void merge_nearest_kernel(const std::int32_t* __restrict__ new_label,
     }
 }
 
-/// The largest |x| a half copy of X may hold for the sampling rounds (half's largest finite value is 65504;
-/// the margin keeps the centres, rounded from the same points, finite too).
-constexpr float kHalfSamplingMax = 32768.0f;
+/// The range of the largest |x| for which a half copy of X serves the sampling rounds: at most 32768 (half's
+/// largest finite value is 65504; the margin keeps the centres, rounded from the same points, finite too)
+/// and at least 2^-8 (smaller data would lie among half's subnormals, with less than TF32's precision).
+constexpr float kHalfSamplingMax = 32768.0f, kHalfSamplingMin = 1.0f / 256;
 
 /// dst = x rounded to half (count values), and the largest |x| into *max_bits (the bits of a non-negative
 /// float order like the float: an integer atomicMax, the same whatever the order).
@@ -99,8 +100,9 @@ __global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t count
 /// A half copy of float X and its rows' squared norms, for the sampling rounds' distances: half products
 /// on the tensor cores take about two thirds of TF32's time (1M x 128, 2048 centres, H100: 1.87 against
 /// 2.96 ms) and keep the same 11-bit significands, rounded where TF32 truncates. Empty (the rounds use X)
-/// where it cannot serve: rows not a multiple of 8 halves (gemm::nearest reads 16-byte rows), values
-/// beyond kHalfSamplingMax, or too little free memory for the copy and 512 MiB to spare.
+/// where it cannot serve: rows not a multiple of 8 halves (gemm::nearest reads 16-byte rows), the largest
+/// |x| outside [kHalfSamplingMin, kHalfSamplingMax], or too little free memory for the copy and 512 MiB
+/// to spare.
 struct HalfSampling {
   DeviceBuffer<__half> x;
   DeviceBuffer<float> norms;
@@ -123,7 +125,7 @@ HalfSampling half_sampling_copy(const float* x, std::int64_t n, std::int64_t d, 
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
   float largest;
   std::memcpy(&largest, &bits, sizeof largest);
-  if (!(largest <= kHalfSamplingMax)) return HalfSampling{};
+  if (!(largest >= kHalfSamplingMin && largest <= kHalfSamplingMax)) return HalfSampling{};
   row_sq_norms(h.x.data(), n, d, h.norms.data(), stream);
   return h;
 }

@@ -1,6 +1,6 @@
 // k-means|| on the GPU: fit from it recovers blobs in float and double at odd shapes (through
-// gemm::nearest and through the GEMM fallback), also with values too large for the sampling rounds' half
-// copy of X; the same seed gives the same centroids, k = n and too few candidates (the top-up) give k
+// gemm::nearest and through the GEMM fallback), also with values outside the range of the sampling rounds'
+// half copy of X; the same seed gives the same centroids, k = n and too few candidates (the top-up) give k
 // distinct points, its potential is close to k-means++'s, both reductions run at large k, Init::automatic
 // keeps k-means++ for few clusters, progress is reported, and bad parameters are refused.
 #include <skinny/gemm/device_buffer.hpp>
@@ -105,22 +105,26 @@ TEST_F(KmeansParallelGpu, FitFromItRecoversBlobs) {
   }
 }
 
-/// Values beyond what a half copy may hold (|x| up to ~10^5): the sampling rounds stay on X, and the
-/// blobs still come back.
-TEST_F(KmeansParallelGpu, LargeValuesSampleOnTheFloatPoints) {
+/// Data whose largest |x| is outside the half copy's range (~10^5 above it, ~10^-6 below it, among half's
+/// subnormals): the sampling rounds read X itself, and the blobs still come back.
+TEST_F(KmeansParallelGpu, ValuesOutsideTheHalfCopysRangeSampleOnX) {
   Context& ctx = shared_context();
   const std::int64_t n = 3001, d = 16;
   const int k = 20;
-  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
-  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 21, 2000.0, 100000.0);
-  Params p;
-  p.k = k;
-  p.seed = 3;
-  p.init = Init::kmeans_parallel;
-  EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fit<float>(ctx, x.data(), n, d, p).labels));
+  for (const double scale : {1e4, 1e-7}) {
+    DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+    const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 21, 0.2 * scale, 10.0 * scale);
+    Params p;
+    p.k = k;
+    p.seed = 3;
+    p.init = Init::kmeans_parallel;
+    EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fit<float>(ctx, x.data(), n, d, p).labels))
+        << "scale " << scale;
+  }
 }
 
-/// X 4 bytes past a 16-byte boundary: gemm::nearest cannot read it, the GEMM fallback runs instead.
+/// X 4 bytes past a 16-byte boundary: gemm::nearest cannot read it, and Lloyd's GEMM fallback runs instead
+/// (the sampling rounds read their own half copy).
 TEST_F(KmeansParallelGpu, MisalignedPointsTakeTheGemmPath) {
   Context& ctx = shared_context();
   const std::int64_t n = 1500, d = 16;
