@@ -457,6 +457,13 @@ std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes, std::int
   return std::max<std::int64_t>(1, std::min<std::int64_t>(n, budget / (k * elem_bytes)));
 }
 
+std::size_t available_device_memory() {
+  std::size_t free = 0, total = 0;
+  SKINNY_CUDA_TRY(cudaMemGetInfo(&free, &total));
+  const std::size_t headroom = std::max<std::size_t>(std::size_t(512) << 20, total / 20);
+  return free > headroom ? free - headroom : 0;
+}
+
 template <class T>
 void row_sq_norms(const T* x, std::int64_t n, std::int64_t d, compute_t<T>* out, cudaStream_t stream) {
   row_sq_norms_kernel<<<blocks_for_warps(n), kThreads, 0, stream>>>(x, n, d, out);

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
@@ -81,6 +82,10 @@ void column_moments(const T* x, std::int64_t rows, std::int64_t d, double* scrat
 /// default, ~32 MiB, the argmin reads them from L2 and the full n x k matrix is never written when it would
 /// not fit there.
 std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes, std::int64_t budget = std::int64_t(32) << 20);
+
+/// Device memory the library may still take: the free memory less a headroom for the CUDA context's and the
+/// libraries' own allocations (the larger of 512 MiB and 5 % of the device).
+std::size_t available_device_memory();
 
 /// For `rows` points: g (rows x k, row-major) holds x.c; label = argmin_j ||x||^2 + ||c_j||^2 - 2 g_j
 /// (ties: the lowest j), mindist = that distance clamped at 0, counts[label] += 1 (integer atomics:

@@ -101,8 +101,8 @@ __global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t count
 /// on the tensor cores take about two thirds of TF32's time (1M x 128, 2048 centres, H100: 1.87 against
 /// 2.96 ms) and keep the same 11-bit significands, rounded where TF32 truncates. Empty (the rounds use X)
 /// where it cannot serve: rows not a multiple of 8 halves (gemm::nearest reads 16-byte rows), the largest
-/// |x| outside [kHalfSamplingMin, kHalfSamplingMax], or too little free memory for the copy and 512 MiB
-/// to spare.
+/// |x| outside [kHalfSamplingMin, kHalfSamplingMax], or too little device memory for the copy
+/// (available_device_memory: the library's usual headroom left free).
 struct HalfSampling {
   DeviceBuffer<__half> x;
   DeviceBuffer<float> norms;
@@ -112,8 +112,7 @@ HalfSampling half_sampling_copy(const float* x, std::int64_t n, std::int64_t d, 
   HalfSampling h;
   const std::size_t bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(__half) +
                             static_cast<std::size_t>(n) * sizeof(float);
-  std::size_t free = 0, total = 0;
-  if (d % 8 != 0 || cudaMemGetInfo(&free, &total) != cudaSuccess || free < bytes + (std::size_t(512) << 20)) return h;
+  if (d % 8 != 0 || bytes > available_device_memory()) return h;
   h.x = DeviceBuffer<__half>(static_cast<std::size_t>(n * d));
   h.norms = DeviceBuffer<float>(static_cast<std::size_t>(n));
   DeviceBuffer<unsigned> max_bits(1);

@@ -136,10 +136,8 @@ constexpr gemm::Element element_of() {
 
 /// Whether `bytes` more fit in the device's free memory, leaving room for the library's scratch.
 bool fits_in_free_memory(std::size_t bytes) {
-  std::size_t free = 0, total = 0;
-  SKINNY_CUDA_TRY(cudaMemGetInfo(&free, &total));
-  const std::size_t headroom = std::max<std::size_t>(std::size_t(512) << 20, total / 20);
-  return free > headroom && bytes <= free - headroom;
+  const std::size_t available = detail::available_device_memory();
+  return available > 0 && bytes <= available;
 }
 
 /// Leading dimension of X's rows as gemm::nearest reads them in their own type: whole 16-byte copies.

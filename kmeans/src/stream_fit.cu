@@ -54,15 +54,6 @@ T* placeholder() {  // an aligned non-null pointer for the shape checks, which n
   return reinterpret_cast<T*>(std::uintptr_t(256));
 }
 
-/// Device memory a fit may take: the free memory less a headroom for the CUDA context's and the
-/// libraries' own allocations (fit's column copy leaves the same).
-std::size_t available_device_memory() {
-  std::size_t free = 0, total = 0;
-  SKINNY_CUDA_TRY(cudaMemGetInfo(&free, &total));
-  const std::size_t headroom = std::max<std::size_t>(std::size_t(512) << 20, total / 20);
-  return free > headroom ? free - headroom : 0;
-}
-
 int default_host_threads() {
   const unsigned cores = std::thread::hardware_concurrency();
   return static_cast<int>(std::max(1u, std::min(8u, cores)));
@@ -467,7 +458,7 @@ StreamResult<T> fit_host(Context& ctx, const T* x, std::int64_t n, std::int64_t 
   problem.init = resolve_init(params.init, params.k);
   problem.init_oversampling = params.init_oversampling;
   problem.init_rounds = params.init_rounds;
-  const std::size_t available = available_device_memory();
+  const std::size_t available = detail::available_device_memory();
   const std::size_t budget = options.max_gpu_memory > 0 ? std::min(options.max_gpu_memory, available) : available;
   const StreamPlan plan = detail::plan_stream(problem, budget, options.chunk_rows);
 
@@ -493,7 +484,7 @@ std::size_t fit_device_bytes(std::int64_t n, std::int64_t d, const Params& param
 
 template <class T>
 bool fits_on_device(std::int64_t n, std::int64_t d, const Params& params) {
-  return fit_device_bytes<T>(n, d, params) <= available_device_memory();
+  return fit_device_bytes<T>(n, d, params) <= detail::available_device_memory();
 }
 
 #define SKINNY_KMEANS_FIT_HOST(T)                                                                               \
