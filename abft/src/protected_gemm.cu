@@ -28,6 +28,7 @@ namespace {
 
 using detail::Magnitude;
 using detail::Parts;
+using detail::CheckWeightSums;
 using detail::SideSums;
 using detail::Weight;
 
@@ -151,7 +152,6 @@ double from_bits(unsigned long long bits) {
 
 template <class T>
 struct ProtectedGemm<T>::Buffers {
-  DeviceBuffer<T> weights;  ///< e = (1, ..., 1) then w = (1, 2, ..., L), L the largest dimension
   // Value-major sums (see multiply): B's row sums (4 x k); A's column sums (4 x k); the row checks' sums
   // (carried, then the magnitudes: 6 x m rounding, 4 x m l1) and the column checks' (6 or 4 x n).
   DeviceBuffer<T> b_rows, a_cols, check_rows, check_cols;
@@ -172,8 +172,6 @@ struct ProtectedGemm<T>::Buffers {
   // The operand passes run on their own stream, from the multiply's start to the thresholds.
   CudaStream operand_stream{cudaStreamNonBlocking};
   CudaEvent operands_ready{cudaEventDisableTiming}, checksums_carried{cudaEventDisableTiming};
-  Weight<T> e() const { return {weights.data(), false}; }
-  Weight<T> w() const { return {weights.data() + weights.size() / 2, false}; }
 };
 
 template <class T>
@@ -193,11 +191,7 @@ ProtectedGemm<T>::ProtectedGemm(Context& ctx, std::int64_t m, std::int64_t n, st
   if (!s) throw std::invalid_argument("ProtectedGemm: " + s.reason);
   const auto size = [](std::int64_t count) { return static_cast<std::size_t>(count); };
   const std::int64_t per_check = threshold_.model == ThresholdModel::rounding ? 6 : 4;
-  const std::int64_t largest = std::max({m, n, k});
-  std::vector<T> weights(size(2 * largest), T(1));
-  for (std::int64_t i = 0; i < largest; ++i) weights[size(largest + i)] = T(i + 1);
   Buffers& b = *buf_;
-  b.weights = DeviceBuffer<T>(weights);
   b.b_rows = DeviceBuffer<T>(size(4 * k));
   b.a_cols = DeviceBuffer<T>(size(4 * k));
   b.check_rows = DeviceBuffer<T>(size(per_check * m));
@@ -232,12 +226,11 @@ namespace {
 ///   B's columns: ka B (the carried column checksums); rounding: ((e, w)^T (A o A))(B o B) and
 ///                (ka o ka)(B o B); l1: ((e, w)^T |A|) |B|                                       6 or 4 x n
 template <class T, ThresholdModel kModel>
-void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std::int64_t k, Weight<T> e, Weight<T> w,
-                     T* b_rows, T* a_cols, T* check_rows, T* check_cols, T* parts, int sms, cudaStream_t stream) {
+void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std::int64_t k, T* b_rows, T* a_cols, T* check_rows, T* check_cols, T* parts, int sms, cudaStream_t stream) {
   constexpr bool kRounding = kModel == ThresholdModel::rounding;
   constexpr Magnitude kMag = kRounding ? Magnitude::square : Magnitude::absolute;
   using None = SideSums<T, 0, 0>;
-  using Pairs = SideSums<T, 2, 2>;
+  using Pairs = CheckWeightSums<T, 2, 2>;
   using Checks = SideSums<T, 2, kRounding ? 4 : 2>;
   // A checks pass weighs by one operand's four sums along k (x with e, w; its magnitude with e, w) and,
   // for the rounding model, by the first two squared.
@@ -250,9 +243,8 @@ void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std
     }
     return c;
   };
-  detail::two_way_sums<T, kMag>(b, k, n, Pairs{{e, w, e, w}, b_rows}, None{}, parts, sms, stream);
-  detail::two_way_sums<T, kMag>(a, m, k, checks_over(b_rows, check_rows), Pairs{{e, w, e, w}, a_cols}, parts, sms,
-                                stream);
+  detail::two_way_sums<T, kMag>(b, k, n, Pairs{b_rows}, None{}, parts, sms, stream);
+  detail::two_way_sums<T, kMag>(a, m, k, checks_over(b_rows, check_rows), Pairs{a_cols}, parts, sms, stream);
   detail::two_way_sums<T, kMag>(b, k, n, None{}, checks_over(a_cols, check_cols), parts, sms, stream);
 }
 
@@ -269,7 +261,7 @@ void ProtectedGemm<T>::product_beside_checksums(const T* a, const T* b, T* c) {
   SKINNY_CUDA_TRY(cudaStreamWaitEvent(operand_stream, bf.operands_ready.get()));
   (threshold_.model == ThresholdModel::rounding ? carry_checksums<T, ThresholdModel::rounding>
                                                 : carry_checksums<T, ThresholdModel::l1_bound>)(
-      a, b, m_, n_, k_, bf.e(), bf.w(), bf.b_rows.data(), bf.a_cols.data(), bf.check_rows.data(), bf.check_cols.data(),
+      a, b, m_, n_, k_, bf.b_rows.data(), bf.a_cols.data(), bf.check_rows.data(), bf.check_cols.data(),
       bf.operand_parts.data(), ctx_.properties().multiProcessorCount, operand_stream);
   bf.checksums_carried.record(operand_stream);
   host_.current = false;
@@ -284,9 +276,9 @@ void ProtectedGemm<T>::multiply(const T* a, const T* b, T* c) {
   SideChecks<T> cols{bf.check_cols.data(), {}, bf.tau_cols.data(), n_, m_};
   if (threshold_.model == ThresholdModel::rounding) {
     // P: the checksums of C o C, read from the product before any later fault can reach it.
-    using Squares = SideSums<T, 0, 2>;
+    using Squares = CheckWeightSums<T, 0, 2>;
     const detail::TwoWayParts<T> p = detail::two_way_partial_sums<T, Magnitude::square>(
-        c, m_, n_, Squares{{bf.e(), bf.w()}, nullptr}, Squares{{bf.e(), bf.w()}, nullptr}, bf.result_parts.data(),
+        c, m_, n_, Squares{nullptr}, Squares{nullptr}, bf.result_parts.data(),
         ctx_.properties().multiProcessorCount, stream);
     rows.result = p.rows;
     cols.result = p.cols;
@@ -306,15 +298,13 @@ Report ProtectedGemm<T>::multiply_and_verify(const T* a, const T* b, T* c) {
   if (fault_) std::exchange(fault_, nullptr)(c);
   // One pass over C: its checksums (e, w) and, for the rounding model, those of C o C.
   const auto pass = [&](auto sums) {
-    for (int t = 0; t < decltype(sums)::kTerms; ++t) sums.w[t] = t % 2 == 0 ? bf.e() : bf.w();
-    auto rows_side = sums, cols_side = sums;
-    rows_side.out = bf.computed_rows.data();
-    cols_side.out = bf.computed_cols.data();
-    return detail::two_way_partial_sums<T, Magnitude::square>(c, m_, n_, rows_side, cols_side, bf.result_parts.data(),
+    using Sums = decltype(sums);
+    return detail::two_way_partial_sums<T, Magnitude::square>(c, m_, n_, Sums{bf.computed_rows.data()},
+                                                              Sums{bf.computed_cols.data()}, bf.result_parts.data(),
                                                               ctx_.properties().multiProcessorCount, stream);
   };
-  const detail::TwoWayParts<T> p =
-      threshold_.model == ThresholdModel::rounding ? pass(SideSums<T, 2, 2>{}) : pass(SideSums<T, 2, 0>{});
+  const detail::TwoWayParts<T> p = threshold_.model == ThresholdModel::rounding ? pass(CheckWeightSums<T, 2, 2>{})
+                                                                                 : pass(CheckWeightSums<T, 2, 0>{});
   SKINNY_CUDA_TRY(cudaStreamWaitEvent(stream, bf.checksums_carried.get()));
   Verdict* const next_verdict = bf.take_verdict();
   // An ordinary launch, as for the thresholds.
@@ -366,9 +356,9 @@ template <class T>
 Report ProtectedGemm<T>::verify_and_correct(T* c) {
   Buffers& bf = *buf_;
   const cudaStream_t stream = ctx_.stream();
-  using Sums = SideSums<T, 2, 0>;
+  using Sums = CheckWeightSums<T, 2, 0>;
   const detail::TwoWayParts<T> p = detail::two_way_partial_sums<T, Magnitude::square>(
-      c, m_, n_, Sums{{bf.e(), bf.w()}, bf.computed_rows.data()}, Sums{{bf.e(), bf.w()}, bf.computed_cols.data()},
+      c, m_, n_, Sums{bf.computed_rows.data()}, Sums{bf.computed_cols.data()},
       bf.result_parts.data(), ctx_.properties().multiProcessorCount, stream);
   SideChecks<T> rows{bf.check_rows.data(), p.rows, bf.tau_rows.data(), m_, n_};
   SideChecks<T> cols{bf.check_cols.data(), p.cols, bf.tau_cols.data(), n_, m_};

@@ -31,7 +31,18 @@ struct Weight {
 template <class T, int kPlain, int kMagnitude>
 struct SideSums {
   static constexpr int kPlainTerms = kPlain, kTerms = kPlain + kMagnitude;
+  static constexpr bool kCheckWeights = false;
   Weight<T> w[kTerms > 0 ? kTerms : 1];
+  T* out = nullptr;
+};
+
+/// A side weighed by the checks' own weights, alternating e = (1, ..., 1) and w = (1, 2, 3, ...) (term t:
+/// e if t is even): every pass over C and the operands' first passes. The kernel computes them where it
+/// uses them instead of reading them from shared memory, whose traffic bounds the passes.
+template <class T, int kPlain, int kMagnitude>
+struct CheckWeightSums {
+  static constexpr int kPlainTerms = kPlain, kTerms = kPlain + kMagnitude;
+  static constexpr bool kCheckWeights = true;
   T* out = nullptr;
 };
 
@@ -54,6 +65,18 @@ __device__ __forceinline__ T weight_at(const Weight<T>& w, std::int64_t pos) {
   return w.squared ? v * v : v;
 }
 
+/// acc += x u for check weight t (e: 1, w: `position`, the position + 1), or for weight t of a side's
+/// values (`weight`). Computed positions are T(first + 1) + T(offset): every pass cuts a dimension at the
+/// same multiples, so the carried and the computed checksums weigh a position alike.
+template <class Side, class T>
+__device__ __forceinline__ void add_weighted(T& acc, int t, T x, T position, T weight) {
+  if constexpr (Side::kCheckWeights) {
+    acc += t % 2 == 0 ? x : x * position;
+  } else {
+    acc += x * weight;
+  }
+}
+
 /// Block (row tile, column band): row partials per (band, term, row), column partials per (row tile,
 /// term, column). The weights of the tile in hand are staged in shared memory.
 template <class T, Magnitude kMag, class Rows, class Cols>
@@ -64,15 +87,21 @@ __global__ void __launch_bounds__(kSumThreads)
   constexpr int kCols = kSumTileCols<T>, kPerCol = kSumThreads / kCols;
   static_assert(kCols * kRow <= kSumThreads, "one thread per weight of a tile");
   static_assert(kPerCol <= 32 && (kPerCol & (kPerCol - 1)) == 0, "a column's threads: a power of two within a warp");
+  constexpr bool kRowWeightsRead = kRow > 0 && !Rows::kCheckWeights, kColWeightsRead = kCol > 0 && !Cols::kCheckWeights;
   __shared__ T tile[kCols][kSumThreads + kSumPad];
-  __shared__ T row_w[kCols][kRow > 0 ? kRow : 1];
-  __shared__ T col_w[kCol > 0 ? kCol : 1][kSumThreads];
+  __shared__ T row_w[kCols][kRowWeightsRead ? kRow : 1];
+  __shared__ T col_w[kColWeightsRead ? kCol : 1][kSumThreads];
   const int tid = threadIdx.x;
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kSumThreads + tid;  // the row this thread sums
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kSumThreads;
+  const std::int64_t i = row0 + tid;  // the row this thread sums
   const std::int64_t band0 = static_cast<std::int64_t>(blockIdx.y) * tiles_per_band * kCols;
   const int col = tid / kPerCol, q = tid % kPerCol;  // the column this thread helps sum, and its share of rows
+  if constexpr (kColWeightsRead) {
 #pragma unroll
-  for (int t = 0; t < kCol; ++t) col_w[t][tid] = i < rows ? weight_at(col_side.w[t], i) : T(0);
+    for (int t = 0; t < kCol; ++t) col_w[t][tid] = i < rows ? weight_at(col_side.w[t], i) : T(0);
+  }
+  // Computed check weights of the rows this thread sums for its column: row0 + q + kPerCol kk + 1.
+  const T col_position = T(row0 + q + 1);
   T row_acc[kRow > 0 ? kRow : 1] = {};
   // The next tile's loads are issued before this tile is summed, so a block keeps its reads in flight.
   const auto load = [&](std::int64_t c0, T (&v)[kCols]) {
@@ -93,7 +122,7 @@ __global__ void __launch_bounds__(kSumThreads)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) tile[c][tid] = v[c];
     }
-    if constexpr (kRow > 0) {
+    if constexpr (kRowWeightsRead) {
       if (tid < kCols * kRow) {
         const int c = tid / kRow, t = tid % kRow;
         row_w[c][t] = c0 + c < cols ? weight_at(row_side.w[t], c0 + c) : T(0);
@@ -101,11 +130,14 @@ __global__ void __launch_bounds__(kSumThreads)
     }
     __syncthreads();
     if constexpr (kRow > 0) {
+      const T row_position = T(c0 + 1);  // computed check weights: column c0 + c weighs c0 + c + 1
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
         const T g = magnitude<kMag>(v[c]);
 #pragma unroll
-        for (int t = 0; t < kRow; ++t) row_acc[t] += (t < Rows::kPlainTerms ? v[c] : g) * row_w[c][t];
+        for (int t = 0; t < kRow; ++t)
+          add_weighted<Rows>(row_acc[t], t, t < Rows::kPlainTerms ? v[c] : g, row_position + T(c),
+                             kRowWeightsRead ? row_w[c][t] : T(0));
       }
     }
     if constexpr (kCol > 0) {
@@ -116,7 +148,9 @@ __global__ void __launch_bounds__(kSumThreads)
         const T xv = tile[col][r];
         const T g = magnitude<kMag>(xv);
 #pragma unroll
-        for (int t = 0; t < kCol; ++t) acc[t] += (t < Cols::kPlainTerms ? xv : g) * col_w[t][r];
+        for (int t = 0; t < kCol; ++t)
+          add_weighted<Cols>(acc[t], t, t < Cols::kPlainTerms ? xv : g, col_position + T(kPerCol * kk),
+                             kColWeightsRead ? col_w[t][r] : T(0));
       }
 #pragma unroll
       for (int off = 1; off < kPerCol; off <<= 1)
