@@ -380,36 +380,73 @@ struct alignas(16) Vector {
   T v[kVector<T>];
 };
 
-/// One step of greedy k-means++ with the trials the previous step drew (state->picks; kTrials of them
-/// at most, `trials` used), block b over range b (kRange candidates): for every trial l and candidate j
-/// of the range, dtrial[l][j] = min(D2_j, ||c_j - c_pick_l||^2) (the distance alone on the first step),
-/// D2 the previous winner's, and the range's sum of w_j dtrial[l][j] (a warp's fixed tree). Rows are
-/// staged a chunk of dimensions at a time; each warp adds the squared differences of its share of the
-/// chunk (kSpan dimensions, in order) for every candidate and trial, in T (a greedy choice needs no more
-/// than the data's precision); the warps' sums are then added in warp order. The last block to finish
-/// settles the step and draws the next one's trials (`next`).
+/// Warps that add one range's distances: one per slice of kSpan dimensions a chunk holds (kThreads / 32
+/// when d fills a chunk; fewer for narrow rows, whose other slices would add zeros), a power of two.
+template <class T>
+int slices_for(std::int64_t d) {
+  constexpr int kSpan = kTrialChunk<T> / (kThreads / 32);
+  int slices = 1;
+  while (slices < kThreads / 32 && std::int64_t(slices) * kSpan < d) slices *= 2;
+  return slices;
+}
+
+/// Ranges a block measures at once for narrow rows: one per `slices` warps, as many as the static
+/// shared memory left by the rows and the trials' rows holds of the distances' scratch (kTrials x kRange
+/// values a range).
 template <class T, int kTrials>
+constexpr int kMaxRangesPerBlock =
+    std::clamp(int((46 * 1024 - (kRange * kTrialChunk<T> / kVector<T> + 8 * kRange) * 16 - kTrials * kTrialChunk<T> *
+                    int(sizeof(T))) / (kTrials * kRange * int(sizeof(T)))),
+               1, kThreads / 32);
+
+template <class T, int kTrials>
+int ranges_per_block(int slices) {
+  return std::min(kThreads / 32 / slices, kMaxRangesPerBlock<T, kTrials>);
+}
+
+/// One step of greedy k-means++ with the trials the previous step drew (state->picks; kTrials of them
+/// at most, `trials` used), block b over ranges [b G, b G + G) (G = ranges_per_block, kRange candidates
+/// each): for every trial l and candidate j of a range, dtrial[l][j] = min(D2_j, ||c_j - c_pick_l||^2)
+/// (the distance alone on the first step), D2 the previous winner's, and the range's sum of
+/// w_j dtrial[l][j] (a warp's fixed tree). Rows are staged a chunk of dimensions at a time; each of a
+/// range's `slices` warps adds the squared differences of its slice of the chunk (kSpan dimensions, in
+/// order) for every candidate and trial, in T (a greedy choice needs no more than the data's precision);
+/// the slices' sums are then added in slice order. Narrow rows (d < kChunk) take fewer slices and more
+/// ranges a block: the slices left out would add zeros, so the sums are the same. The last block to
+/// finish settles the step and draws the next one's trials (`next`).
+template <class T, int kTrials, bool kNarrow>
 __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restrict__ cand, std::int64_t d, Ranges r,
-                                                               int trials, bool first, const int* __restrict__ w,
-                                                               unsigned char* taken, StepBuffers prev, StepBuffers out,
-                                                               StepState* state, double* group_sums, std::int64_t step,
+                                                               int narrow_slices, int trials, bool first,
+                                                               const int* __restrict__ w, unsigned char* taken,
+                                                               StepBuffers prev, StepBuffers out, StepState* state,
+                                                               double* group_sums, std::int64_t step,
                                                                std::int64_t* chosen, Draws next) {
   constexpr int kChunk = kTrialChunk<T>, kVec = kVector<T>;
   constexpr int kWarps = kThreads / 32;
   constexpr int kSpan = kChunk / kWarps;
+  // Rows that fill a chunk take the wide kernel (every warp a slice of one range, all known here).
+  constexpr int kRanges = kNarrow ? kMaxRangesPerBlock<T, kTrials> : 1;
   static_assert(kRange == 32 && kRange * kChunk % kThreads == 0 && kSpan % kVec == 0,
                 "a lane per candidate, whole staging rounds, whole vectors per warp");
-  // Rows padded by one vector: 16-byte aligned, and the lanes of a quarter warp in distinct banks.
-  __shared__ Vector<T> rows[kRange][kChunk / kVec + 1];
+  // The block's rows, `stride` vectors each (its slices' and one of padding: 16-byte aligned, and the
+  // lanes of a quarter warp in distinct banks).
+  __shared__ Vector<T> rows[kRange * kChunk / kVec + kRanges * kRange];
   __shared__ Vector<T> pick_rows[kTrials][kChunk / kVec];
-  __shared__ T dist[kTrials][kRange];
+  __shared__ T dist[kRanges][kTrials][kRange];
   __shared__ std::int64_t pick_at[kTrials];
   __shared__ bool last;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int slices = kNarrow ? narrow_slices : kWarps;
+  const int ranges = min(kWarps / slices, kRanges), g = warp / slices, slice = warp % slices;
+  const int width_staged = slices * kSpan, stride = width_staged / kVec + 1;
+  const int width_shift = __ffs(width_staged) - 1;  // a power of two: rows and columns by shifts
   if (threadIdx.x < trials) pick_at[threadIdx.x] = state->picks[threadIdx.x];
   const double* d2 = prev.dtrial + std::int64_t(state->winner) * r.m;
-  const std::int64_t b = blockIdx.x, lo = b * kRange;
-  const int valid = static_cast<int>(min(std::int64_t(kRange), r.m - lo));
+  const std::int64_t block_lo = std::int64_t(blockIdx.x) * ranges * kRange;
+  const std::int64_t b = std::int64_t(blockIdx.x) * ranges + g, lo = b * kRange;  // this warp's range
+  const bool measures = g < ranges && b < r.count;
+  const int valid = measures ? static_cast<int>(min(std::int64_t(kRange), r.m - lo)) : 0;
+  const int staged_rows = static_cast<int>(min(std::int64_t(ranges) * kRange, r.m - block_lo));
   T s[kTrials];
 #pragma unroll
   for (int l = 0; l < kTrials; ++l) s[l] = T(0);
@@ -419,43 +456,49 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
     // Zeros past the last dimension and past the last candidate or trial: they add nothing.
 #pragma unroll
     for (int round = 0; round < kRange * kChunk / kThreads; ++round) {
-      const int q = threadIdx.x + round * kThreads, row = q / kChunk, p = q % kChunk;
-      rows[row][p / kVec].v[p % kVec] = row < valid && p < width ? cand[(lo + row) * d + c0 + p] : T(0);
+      const int q = threadIdx.x + round * kThreads, row = q >> width_shift, p = q & (width_staged - 1);
+      if (row < ranges * kRange)
+        rows[row * stride + p / kVec].v[p % kVec] =
+            row < staged_rows && p < width ? cand[(block_lo + row) * d + c0 + p] : T(0);
     }
     for (int q = threadIdx.x; q < kTrials * kChunk; q += kThreads) {
       const int l = q / kChunk, p = q % kChunk;
       pick_rows[l][p / kVec].v[p % kVec] = l < trials && p < width ? cand[pick_at[l] * d + c0 + p] : T(0);
     }
     __syncthreads();
+    if (g < ranges) {
 #pragma unroll
-    for (int v = warp * kSpan / kVec; v < (warp + 1) * kSpan / kVec; ++v) {
-      const Vector<T> x = rows[lane][v];
+      for (int v = slice * kSpan / kVec; v < (slice + 1) * kSpan / kVec; ++v) {
+        const Vector<T> x = rows[(g * kRange + lane) * stride + v];
 #pragma unroll
-      for (int l = 0; l < kTrials; ++l) {
-        const Vector<T> c = pick_rows[l][v];
+        for (int l = 0; l < kTrials; ++l) {
+          const Vector<T> c = pick_rows[l][v];
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const T diff = x.v[e] - c.v[e];
-          s[l] += diff * diff;
+          for (int e = 0; e < kVec; ++e) {
+            const T diff = x.v[e] - c.v[e];
+            s[l] += diff * diff;
+          }
         }
       }
     }
   }
-  for (int k = 0; k < kWarps; ++k) {  // the warps' sums in warp order
-    if (warp == k) {
+  for (int k = 0; k < slices; ++k) {  // the slices' sums in slice order
+    if (g < ranges && slice == k) {
 #pragma unroll
-      for (int l = 0; l < kTrials; ++l) dist[l][lane] = k == 0 ? s[l] : dist[l][lane] + s[l];
+      for (int l = 0; l < kTrials; ++l) dist[g][l][lane] = k == 0 ? s[l] : dist[g][l][lane] + s[l];
     }
     __syncthreads();
   }
-  const std::int64_t j = lo + lane;
-  const double wj = lane < valid ? double(w[j]) : 0.0, dj = lane < valid && !first ? d2[j] : 0.0;
-  for (int l = warp; l < trials; l += kWarps) {
-    const double sl = double(dist[l][lane]);
-    const double v = first || sl < dj ? sl : dj;
-    if (lane < valid) out.dtrial[l * r.m + j] = v;
-    const double sum = warp_sum(lane < valid ? wj * v : 0.0);
-    if (lane == 0) out.pot_part[l * r.count + b] = sum;
+  if (measures) {
+    const std::int64_t j = lo + lane;
+    const double wj = lane < valid ? double(w[j]) : 0.0, dj = lane < valid && !first ? d2[j] : 0.0;
+    for (int l = slice; l < trials; l += slices) {
+      const double sl = double(dist[g][l][lane]);
+      const double v = first || sl < dj ? sl : dj;
+      if (lane < valid) out.dtrial[l * r.m + j] = v;
+      const double sum = warp_sum(lane < valid ? wj * v : 0.0);
+      if (lane == 0) out.pot_part[l * r.count + b] = sum;
+    }
   }
   // The last block to finish settles the step (everyone's writes made visible first).
   __threadfence();
@@ -469,21 +512,26 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
 
 /// Launches one step with the trial count rounded up to the kernel's (1, 2, 4, ..., kMaxTrials).
 template <class T>
-void launch_greedy_step(unsigned blocks, cudaStream_t stream, const T* cand, std::int64_t d, Ranges r, int trials,
-                        bool first, const int* w, unsigned char* taken, StepBuffers prev, StepBuffers out,
-                        StepState* state, double* group_sums, std::int64_t step, std::int64_t* chosen,
-                        const Draws& next) {
+void launch_greedy_step(cudaStream_t stream, const T* cand, std::int64_t d, Ranges r, int trials, bool first,
+                        const int* w, unsigned char* taken, StepBuffers prev, StepBuffers out, StepState* state,
+                        double* group_sums, std::int64_t step, std::int64_t* chosen, const Draws& next) {
   static_assert(kMaxTrials == 32, "the buckets below");
-  const auto go = [&](auto kernel) {
-    kernel<<<blocks, kThreads, 0, stream>>>(cand, d, r, trials, first, w, taken, prev, out, state, group_sums, step,
-                                            chosen, next);
+  const int slices = slices_for<T>(d);
+  const auto go = [&](auto trials_bucket) {
+    constexpr int kTrials = decltype(trials_bucket)::value;
+    const bool narrow = slices < kThreads / 32;
+    const int ranges = narrow ? ranges_per_block<T, kTrials>(slices) : 1;
+    const auto blocks = static_cast<unsigned>((r.count + ranges - 1) / ranges);
+    const auto kernel = narrow ? greedy_step_kernel<T, kTrials, true> : greedy_step_kernel<T, kTrials, false>;
+    kernel<<<blocks, kThreads, 0, stream>>>(cand, d, r, slices, trials, first, w, taken, prev, out, state, group_sums,
+                                            step, chosen, next);
   };
-  if (trials <= 1) go(greedy_step_kernel<T, 1>);
-  else if (trials <= 2) go(greedy_step_kernel<T, 2>);
-  else if (trials <= 4) go(greedy_step_kernel<T, 4>);
-  else if (trials <= 8) go(greedy_step_kernel<T, 8>);
-  else if (trials <= 16) go(greedy_step_kernel<T, 16>);
-  else go(greedy_step_kernel<T, 32>);
+  if (trials <= 1) go(std::integral_constant<int, 1>{});
+  else if (trials <= 2) go(std::integral_constant<int, 2>{});
+  else if (trials <= 4) go(std::integral_constant<int, 4>{});
+  else if (trials <= 8) go(std::integral_constant<int, 8>{});
+  else if (trials <= 16) go(std::integral_constant<int, 16>{});
+  else go(std::integral_constant<int, 32>{});
   SKINNY_CHECK_LAUNCH();
 }
 
@@ -518,9 +566,8 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
   first_draw_kernel<<<1, kThreads, 0, stream>>>(w, r, buffers(1), state.data(), group_sums.data(), draws_of(0));
   SKINNY_CHECK_LAUNCH();
   for (std::int64_t step = 0; step < k; ++step) {
-    launch_greedy_step(static_cast<unsigned>(r.count), stream, cand, d, r, step == 0 ? 1 : trials, step == 0, w,
-                       taken.data(), buffers((step + 1) % 2), buffers(step % 2), state.data(), group_sums.data(), step,
-                       chosen, draws_of(step + 1));
+    launch_greedy_step(stream, cand, d, r, step == 0 ? 1 : trials, step == 0, w, taken.data(), buffers((step + 1) % 2),
+                       buffers(step % 2), state.data(), group_sums.data(), step, chosen, draws_of(step + 1));
     if (progress && ((step + 1) % kInitProgressEvery == 0 || step + 1 == k)) {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
       progress(InitProgress{"k-means|| reduction", step + 1, k, m, ms_since(start)});
