@@ -26,9 +26,9 @@
 namespace skinny::abft {
 namespace {
 
+using detail::CheckWeightSums;
 using detail::Magnitude;
 using detail::Parts;
-using detail::CheckWeightSums;
 using detail::SideSums;
 using detail::Weight;
 
@@ -226,7 +226,8 @@ namespace {
 ///   B's columns: ka B (the carried column checksums); rounding: ((e, w)^T (A o A))(B o B) and
 ///                (ka o ka)(B o B); l1: ((e, w)^T |A|) |B|                                       6 or 4 x n
 template <class T, ThresholdModel kModel>
-void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std::int64_t k, T* b_rows, T* a_cols, T* check_rows, T* check_cols, T* parts, int sms, cudaStream_t stream) {
+void carry_checksums(const T* a, const T* b, std::int64_t m, std::int64_t n, std::int64_t k, T* b_rows, T* a_cols,
+                     T* check_rows, T* check_cols, T* parts, int sms, cudaStream_t stream) {
   constexpr bool kRounding = kModel == ThresholdModel::rounding;
   constexpr Magnitude kMag = kRounding ? Magnitude::square : Magnitude::absolute;
   using None = SideSums<T, 0, 0>;
@@ -278,8 +279,8 @@ void ProtectedGemm<T>::multiply(const T* a, const T* b, T* c) {
     // P: the checksums of C o C, read from the product before any later fault can reach it.
     using Squares = CheckWeightSums<T, 0, 2>;
     const detail::TwoWayParts<T> p = detail::two_way_partial_sums<T, Magnitude::square>(
-        c, m_, n_, Squares{nullptr}, Squares{nullptr}, bf.result_parts.data(),
-        ctx_.properties().multiProcessorCount, stream);
+        c, m_, n_, Squares{nullptr}, Squares{nullptr}, bf.result_parts.data(), ctx_.properties().multiProcessorCount,
+        stream);
     rows.result = p.rows;
     cols.result = p.cols;
   }
@@ -358,8 +359,8 @@ Report ProtectedGemm<T>::verify_and_correct(T* c) {
   const cudaStream_t stream = ctx_.stream();
   using Sums = CheckWeightSums<T, 2, 0>;
   const detail::TwoWayParts<T> p = detail::two_way_partial_sums<T, Magnitude::square>(
-      c, m_, n_, Sums{bf.computed_rows.data()}, Sums{bf.computed_cols.data()},
-      bf.result_parts.data(), ctx_.properties().multiProcessorCount, stream);
+      c, m_, n_, Sums{bf.computed_rows.data()}, Sums{bf.computed_cols.data()}, bf.result_parts.data(),
+      ctx_.properties().multiProcessorCount, stream);
   SideChecks<T> rows{bf.check_rows.data(), p.rows, bf.tau_rows.data(), m_, n_};
   SideChecks<T> cols{bf.check_cols.data(), p.cols, bf.tau_cols.data(), n_, m_};
   Threshold threshold = threshold_;

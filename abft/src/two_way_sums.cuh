@@ -78,7 +78,8 @@ __device__ __forceinline__ void add_weighted(T& acc, int t, T x, T position, T w
 }
 
 /// Block (row tile, column band): row partials per (band, term, row), column partials per (row tile,
-/// term, column). The weights of the tile in hand are staged in shared memory.
+/// term, column). A side's own weights of the tile in hand are staged in shared memory; check weights are
+/// computed.
 template <class T, Magnitude kMag, class Rows, class Cols>
 __global__ void __launch_bounds__(kSumThreads)
     two_way_sums_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t cols, int tiles_per_band,

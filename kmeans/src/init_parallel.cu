@@ -390,14 +390,17 @@ int slices_for(std::int64_t d) {
   return slices;
 }
 
-/// Ranges a block measures at once for narrow rows: one per `slices` warps, as many as the static
-/// shared memory left by the rows and the trials' rows holds of the distances' scratch (kTrials x kRange
-/// values a range).
+/// Ranges a block measures at once for narrow rows: one per `slices` warps, as many as the distances'
+/// scratch (kTrials x kRange values a range) can take of the static shared memory (46 KB of the 48 KB
+/// allowed, the rest for small arrays) that the staged rows (at most 8 ranges' padding) and the trials'
+/// rows leave.
 template <class T, int kTrials>
-constexpr int kMaxRangesPerBlock =
-    std::clamp(int((46 * 1024 - (kRange * kTrialChunk<T> / kVector<T> + 8 * kRange) * 16 - kTrials * kTrialChunk<T> *
-                    int(sizeof(T))) / (kTrials * kRange * int(sizeof(T)))),
-               1, kThreads / 32);
+constexpr int kMaxRangesPerBlock = [] {
+  constexpr int kRowsBytes = (kRange * kTrialChunk<T> / kVector<T> + 8 * kRange) * 16;
+  constexpr int kPickBytes = kTrials * kTrialChunk<T> * int(sizeof(T));
+  constexpr int kScratchPerRange = kTrials * kRange * int(sizeof(T));
+  return std::clamp((46 * 1024 - kRowsBytes - kPickBytes) / kScratchPerRange, 1, kThreads / 32);
+}();
 
 template <class T, int kTrials>
 int ranges_per_block(int slices) {
