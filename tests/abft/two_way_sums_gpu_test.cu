@@ -1,6 +1,7 @@
 // The two-way sums ProtectedGemm makes over its operands and C (abft/src/two_way_sums.cuh) against a
 // double-precision CPU reference: odd shapes, plain and magnitude terms, squared weights, narrow and
-// wide bands (the grid follows the SM count), outputs poisoned first.
+// wide bands (the grid follows the SM count), outputs poisoned first; the checks' own weights computed in
+// the kernel give the sums of the same weights read from memory, bit for bit.
 #include "../../abft/src/two_way_sums.cuh"
 
 #include <skinny/gemm/device_buffer.hpp>
@@ -76,6 +77,47 @@ TEST_F(TwoWaySumsGpu, MatchTheReferenceOnOddShapes) {
       sums_match_the_reference<float, Magnitude::absolute>(rows, cols, sms);
       sums_match_the_reference<double, Magnitude::square>(rows, cols, sms);
       sums_match_the_reference<double, Magnitude::absolute>(rows, cols, sms);
+    }
+}
+
+/// The checks' own weights, computed in the kernel (CheckWeightSums), give the same sums, bit for bit,
+/// as the same weights read from memory: e = 1 and w = position + 1, alternating.
+template <class T, Magnitude kMag, int kPlain, int kMagnitude>
+void check_weights_match_read_ones(std::int64_t rows, std::int64_t cols, int sm_count) {
+  constexpr int kTerms = kPlain + kMagnitude;
+  const std::vector<T> x = testing::random_nonzero<T>(std::size_t(rows * cols), 41);
+  const std::int64_t longest = std::max(rows, cols);
+  std::vector<T> e(static_cast<std::size_t>(longest), T(1)), w(static_cast<std::size_t>(longest));
+  for (std::int64_t i = 0; i < longest; ++i) w[std::size_t(i)] = T(i + 1);
+  DeviceBuffer<T> dx(x), de(e), dw(w), parts(std::size_t(two_way_workspace<T>(rows, cols, kTerms, kTerms, sm_count)));
+  const auto sums = [&](auto row_side, auto col_side) {
+    DeviceBuffer<T> out_rows(std::size_t(kTerms * rows)), out_cols(std::size_t(kTerms * cols));
+    out_rows.copy_from(std::vector<T>(out_rows.size(), std::numeric_limits<T>::quiet_NaN()));
+    out_cols.copy_from(std::vector<T>(out_cols.size(), std::numeric_limits<T>::quiet_NaN()));
+    row_side.out = out_rows.data();
+    col_side.out = out_cols.data();
+    two_way_sums<T, kMag>(dx.data(), rows, cols, row_side, col_side, parts.data(), sm_count, nullptr);
+    SKINNY_CUDA_TRY(cudaDeviceSynchronize());
+    return std::make_pair(out_rows.to_host(), out_cols.to_host());
+  };
+  SideSums<T, kPlain, kMagnitude> read;
+  for (int t = 0; t < kTerms; ++t) read.w[t] = Weight<T>{t % 2 == 0 ? de.data() : dw.data(), false};
+  const auto want = sums(read, read);
+  const auto got = sums(CheckWeightSums<T, kPlain, kMagnitude>{}, CheckWeightSums<T, kPlain, kMagnitude>{});
+  const std::string where = std::to_string(rows) + "x" + std::to_string(cols) + " on " + std::to_string(sm_count) +
+                            " SMs, " + std::to_string(kPlain) + " plain + " + std::to_string(kMagnitude) + " terms";
+  EXPECT_TRUE(got.first == want.first) << "row sums, " << where;
+  EXPECT_TRUE(got.second == want.second) << "column sums, " << where;
+}
+
+TEST_F(TwoWaySumsGpu, CheckWeightsComputedAsRead) {
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1}, {7, 17}, {257, 33}, {1000, 7}, {2049, 600}};
+  for (const auto [rows, cols] : shapes)
+    for (const int sms : {1, 132}) {
+      check_weights_match_read_ones<float, Magnitude::square, 2, 2>(rows, cols, sms);
+      check_weights_match_read_ones<float, Magnitude::absolute, 2, 0>(rows, cols, sms);
+      check_weights_match_read_ones<double, Magnitude::square, 0, 2>(rows, cols, sms);
+      check_weights_match_read_ones<double, Magnitude::absolute, 2, 2>(rows, cols, sms);
     }
 }
 
