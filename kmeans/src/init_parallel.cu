@@ -262,14 +262,15 @@ __device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double& 
 /// before the first centre: by weight alone), through the group sums, the range sums `part` and then
 /// within the range. When nothing is left to draw (every candidate with weight sits on a chosen
 /// centre), the first candidate not yet taken from a uniform start. Reads what other blocks of the
-/// launch wrote: through L2 (__ldcg).
-__device__ std::int64_t draw_candidate(double u, double total, Ranges r, const double* group_sums, const double* part,
-                                       const double* d2, const int* __restrict__ w, const unsigned char* taken,
-                                       int lane) {
+/// launch wrote: through L2 (__ldcg), the group sums from `shared_groups` where the caller staged them.
+__device__ std::int64_t draw_candidate(double u, double total, Ranges r, const double* group_sums,
+                                       const double* shared_groups, const double* part, const double* d2,
+                                       const int* __restrict__ w, const unsigned char* taken, int lane) {
   std::int64_t j = -1;
   if (total > 0) {
     double t = u * total;
-    const std::int64_t g = warp_find(0, r.groups, t, [&](std::int64_t q) { return __ldcg(group_sums + q); }, lane);
+    const auto group_sum = [&](std::int64_t q) { return shared_groups ? shared_groups[q] : __ldcg(group_sums + q); };
+    const std::int64_t g = warp_find(0, r.groups, t, group_sum, lane);
     const std::int64_t b =
         g < 0 ? -1
               : warp_find(g * kGroup, min(r.count, (g + 1) * kGroup), t,
@@ -290,18 +291,20 @@ __device__ std::int64_t draw_candidate(double u, double total, Ranges r, const d
 }
 
 /// The end of a step, by one whole block: the trials' range sums added by groups (a warp per group and
-/// trial, into `group_sums`, trials x groups), then over the groups; the trial of least potential (ties:
-/// the lower trial) wins and becomes centre `step` (none when step < 0, before the first). Then the next
-/// step's trials are drawn from the winner's distances (`next`: none when it has no trials). `first`: no
-/// distances yet (the first centre is drawn by weight alone). Fixed orders throughout.
+/// trial, into `group_sums`, trials x groups; already done where `groups_summed`), then over the groups;
+/// the trial of least potential (ties: the lower trial) wins and becomes centre `step` (none when step < 0,
+/// before the first). Then the next step's trials are drawn from the winner's distances (`next`: none when
+/// it has no trials), its group sums staged in `scratch` (shared memory, `scratch_size` doubles) where they
+/// fit. `first`: no distances yet (the first centre is drawn by weight alone). Fixed orders throughout.
 __device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t step, std::int64_t* chosen,
-                            unsigned char* taken, StepState* state, double* group_sums, const int* __restrict__ w,
-                            bool first, const Draws& next) {
+                            unsigned char* taken, StepState* state, double* group_sums, bool groups_summed,
+                            double* scratch, std::int64_t scratch_size, const int* __restrict__ w, bool first,
+                            const Draws& next) {
   constexpr int kBatch = 16;  // loads in flight per lane: up to 128 (trial, group) pairs in one round
   __shared__ double pot[kMaxTrials];
   __shared__ int winner;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const std::int64_t pairs = trials * r.groups;
+  const std::int64_t pairs = groups_summed ? 0 : trials * r.groups;
   for (std::int64_t p0 = warp; p0 < pairs; p0 += std::int64_t(warps) * kBatch) {
     // Pair p is (trial l, group g) = (p / groups, p % groups), stepped rather than divided: a 64-bit
     // division is a long subroutine, and this loop is on every step's critical path.
@@ -343,9 +346,15 @@ __device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t 
   }
   __threadfence_block();
   __syncthreads();
+  const double* winner_groups = group_sums + winner * r.groups;
+  const bool staged = next.trials > 0 && r.groups <= scratch_size;
+  if (staged) {
+    for (std::int64_t g = threadIdx.x; g < r.groups; g += blockDim.x) scratch[g] = __ldcg(winner_groups + g);
+    __syncthreads();
+  }
   const double* d2 = first ? nullptr : out.dtrial + winner * r.m;
   for (int l = warp; l < next.trials; l += warps) {
-    const std::int64_t j = draw_candidate(next.u[l], pot[winner], r, group_sums + winner * r.groups,
+    const std::int64_t j = draw_candidate(next.u[l], pot[winner], r, winner_groups, staged ? scratch : nullptr,
                                           out.pot_part + winner * r.count, d2, w, taken, lane);
     if (lane == 0) state->picks[l] = j;
   }
@@ -363,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) first_draw_kernel(const int* __restr
   }
   __threadfence();
   __syncthreads();
-  settle_step(out, 1, r, -1, nullptr, nullptr, state, group_sums, w, true, next);
+  settle_step(out, 1, r, -1, nullptr, nullptr, state, group_sums, false, nullptr, 0, w, true, next);
 }
 
 /// Dimensions of the candidates' rows a block stages in shared memory at a time (128 floats, 64 doubles),
@@ -393,13 +402,16 @@ int slices_for(std::int64_t d) {
 /// Ranges a block measures at once for narrow rows: one per `slices` warps, as many as the distances'
 /// scratch (kTrials x kRange values a range) can take of the static shared memory (46 KB of the 48 KB
 /// allowed, the rest for small arrays) that the staged rows (at most 8 ranges' padding) and the trials'
-/// rows leave.
+/// rows leave; a power of two.
 template <class T, int kTrials>
 constexpr int kMaxRangesPerBlock = [] {
   constexpr int kRowsBytes = (kRange * kTrialChunk<T> / kVector<T> + 8 * kRange) * 16;
   constexpr int kPickBytes = kTrials * kTrialChunk<T> * int(sizeof(T));
   constexpr int kScratchPerRange = kTrials * kRange * int(sizeof(T));
-  return std::clamp((46 * 1024 - kRowsBytes - kPickBytes) / kScratchPerRange, 1, kThreads / 32);
+  const int fit = std::clamp((46 * 1024 - kRowsBytes - kPickBytes) / kScratchPerRange, 1, kThreads / 32);
+  int ranges = 1;  // a power of two: a block's ranges then lie in one group
+  while (2 * ranges <= fit) ranges *= 2;
+  return ranges;
 }();
 
 template <class T, int kTrials>
@@ -422,8 +434,8 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
                                                                int narrow_slices, int trials, bool first,
                                                                const int* __restrict__ w, unsigned char* taken,
                                                                StepBuffers prev, StepBuffers out, StepState* state,
-                                                               double* group_sums, std::int64_t step,
-                                                               std::int64_t* chosen, Draws next) {
+                                                               double* group_sums, unsigned* group_done,
+                                                               std::int64_t step, std::int64_t* chosen, Draws next) {
   constexpr int kChunk = kTrialChunk<T>, kVec = kVector<T>;
   constexpr int kWarps = kThreads / 32;
   constexpr int kSpan = kChunk / kWarps;
@@ -503,21 +515,45 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
       if (lane == 0) out.pot_part[l * r.count + b] = sum;
     }
   }
-  // The last block to finish settles the step (everyone's writes made visible first).
+  // The block that finishes a group's last range adds the group's range sums for every trial (a block's
+  // ranges lie in one group: their count is a power of two), so the settling block starts from the
+  // groups; it resets the group's count for the next step. Then the last block to finish settles the
+  // step (everyone's writes made visible first).
+  __shared__ bool group_last;
   __threadfence();
+  __syncthreads();
+  const std::int64_t group = std::int64_t(blockIdx.x) * ranges / kGroup;
+  if (threadIdx.x == 0) {
+    const auto mine = static_cast<unsigned>(min(std::int64_t(ranges), r.count - std::int64_t(blockIdx.x) * ranges));
+    const auto in_group = static_cast<unsigned>(min(std::int64_t(kGroup), r.count - group * kGroup));
+    group_last = atomicAdd(group_done + group, mine) + mine == in_group;
+  }
+  __syncthreads();
+  if (group_last) {
+    __threadfence();
+    for (int l = warp; l < trials; l += kWarps) {
+      const std::int64_t range = group * kGroup + lane;
+      const double sum = warp_sum(range < r.count ? __ldcg(out.pot_part + l * r.count + range) : 0.0);
+      if (lane == 0) group_sums[l * r.groups + group] = sum;
+    }
+    if (threadIdx.x == 0) group_done[group] = 0;
+    __threadfence();
+  }
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&state->done, 1u) == gridDim.x - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
-  settle_step(out, trials, r, step, chosen, taken, state, group_sums, w, false, next);
+  settle_step(out, trials, r, step, chosen, taken, state, group_sums, true, reinterpret_cast<double*>(rows),
+              std::int64_t(sizeof(rows) / sizeof(double)), w, false, next);
 }
 
 /// Launches one step with the trial count rounded up to the kernel's (1, 2, 4, ..., kMaxTrials).
 template <class T>
 void launch_greedy_step(cudaStream_t stream, const T* cand, std::int64_t d, Ranges r, int trials, bool first,
                         const int* w, unsigned char* taken, StepBuffers prev, StepBuffers out, StepState* state,
-                        double* group_sums, std::int64_t step, std::int64_t* chosen, const Draws& next) {
+                        double* group_sums, unsigned* group_done, std::int64_t step, std::int64_t* chosen,
+                        const Draws& next) {
   static_assert(kMaxTrials == 32, "the buckets below");
   const int slices = slices_for<T>(d);
   const auto go = [&](auto trials_bucket) {
@@ -527,7 +563,7 @@ void launch_greedy_step(cudaStream_t stream, const T* cand, std::int64_t d, Rang
     const auto blocks = static_cast<unsigned>((r.count + ranges - 1) / ranges);
     const auto kernel = narrow ? greedy_step_kernel<T, kTrials, true> : greedy_step_kernel<T, kTrials, false>;
     kernel<<<blocks, kThreads, 0, stream>>>(cand, d, r, slices, trials, first, w, taken, prev, out, state, group_sums,
-                                            step, chosen, next);
+                                            group_done, step, chosen, next);
   };
   if (trials <= 1) go(std::integral_constant<int, 1>{});
   else if (trials <= 2) go(std::integral_constant<int, 2>{});
@@ -552,10 +588,12 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
   const auto size = [](std::int64_t count) { return static_cast<std::size_t>(count); };
   DeviceBuffer<double> dtrial(size(2 * trials * m)), pot_part(size(2 * trials * r.count));
   DeviceBuffer<double> group_sums(size(trials * r.groups));
+  DeviceBuffer<unsigned> group_done(size(r.groups));  ///< ranges done per group this step
   DeviceBuffer<unsigned char> taken(size(m));
   DeviceBuffer<StepState> state(1);
   SKINNY_CUDA_TRY(cudaMemsetAsync(taken.data(), 0, taken.bytes(), stream));
   SKINNY_CUDA_TRY(cudaMemsetAsync(state.data(), 0, state.bytes(), stream));
+  SKINNY_CUDA_TRY(cudaMemsetAsync(group_done.data(), 0, group_done.bytes(), stream));
   const auto buffers = [&](std::int64_t parity) {
     return StepBuffers{dtrial.data() + parity * trials * m, pot_part.data() + parity * trials * r.count};
   };
@@ -570,7 +608,8 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
   SKINNY_CHECK_LAUNCH();
   for (std::int64_t step = 0; step < k; ++step) {
     launch_greedy_step(stream, cand, d, r, step == 0 ? 1 : trials, step == 0, w, taken.data(), buffers((step + 1) % 2),
-                       buffers(step % 2), state.data(), group_sums.data(), step, chosen, draws_of(step + 1));
+                       buffers(step % 2), state.data(), group_sums.data(), group_done.data(), step, chosen,
+                       draws_of(step + 1));
     if (progress && ((step + 1) % kInitProgressEvery == 0 || step + 1 == k)) {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
       progress(InitProgress{"k-means|| reduction", step + 1, k, m, ms_since(start)});
