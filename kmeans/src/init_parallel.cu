@@ -224,6 +224,12 @@ __device__ double warp_sum(double v) {
   return v;
 }
 
+/// The whole warp: the sum of group g's range sums (`part`: one trial's), in warp_sum's fixed tree.
+__device__ double group_sum(const double* part, Ranges r, std::int64_t g, int lane) {
+  const std::int64_t range = g * kGroup + lane;
+  return warp_sum(range < r.count ? __ldcg(part + range) : 0.0);
+}
+
 /// Inclusive prefix sum over the warp in a fixed order.
 __device__ double warp_scan(double v, int lane) {
   for (int off = 1; off < 32; off <<= 1) {
@@ -290,41 +296,18 @@ __device__ std::int64_t draw_candidate(double u, double total, Ranges r, const d
   return j;
 }
 
-/// The end of a step, by one whole block: the trials' range sums added by groups (a warp per group and
-/// trial, into `group_sums`, trials x groups; already done where `groups_summed`), then over the groups;
-/// the trial of least potential (ties: the lower trial) wins and becomes centre `step` (none when step < 0,
-/// before the first). Then the next step's trials are drawn from the winner's distances (`next`: none when
-/// it has no trials), its group sums staged in `scratch` (shared memory, `scratch_size` doubles) where they
-/// fit. `first`: no distances yet (the first centre is drawn by weight alone). Fixed orders throughout.
+/// The end of a step, by one whole block, from the trials' group sums (`group_sums`, trials x groups):
+/// their sums over the groups; the trial of least potential (ties: the lower trial) wins and becomes
+/// centre `step` (none when step < 0, before the first). Then the next step's trials are drawn from the
+/// winner's distances (`next`: none when it has no trials), its group sums staged in `scratch` (shared
+/// memory, `scratch_size` doubles) where they fit. `first`: no distances yet (the first centre is drawn
+/// by weight alone). Fixed orders throughout.
 __device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t step, std::int64_t* chosen,
-                            unsigned char* taken, StepState* state, double* group_sums, bool groups_summed,
-                            double* scratch, std::int64_t scratch_size, const int* __restrict__ w, bool first,
-                            const Draws& next) {
-  constexpr int kBatch = 16;  // loads in flight per lane: up to 128 (trial, group) pairs in one round
+                            unsigned char* taken, StepState* state, const double* group_sums, double* scratch,
+                            std::int64_t scratch_size, const int* __restrict__ w, bool first, const Draws& next) {
   __shared__ double pot[kMaxTrials];
   __shared__ int winner;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const std::int64_t pairs = groups_summed ? 0 : trials * r.groups;
-  for (std::int64_t p0 = warp; p0 < pairs; p0 += std::int64_t(warps) * kBatch) {
-    // Pair p is (trial l, group g) = (p / groups, p % groups), stepped rather than divided: a 64-bit
-    // division is a long subroutine, and this loop is on every step's critical path.
-    std::int64_t l = p0 / r.groups, g = p0 % r.groups;
-    double v[kBatch];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const std::int64_t p = p0 + std::int64_t(i) * warps, b = g * kGroup + lane;
-      v[i] = p < pairs && b < r.count ? __ldcg(out.pot_part + l * r.count + b) : 0.0;
-      for (g += warps; g >= r.groups; g -= r.groups) ++l;
-    }
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const std::int64_t p = p0 + std::int64_t(i) * warps;
-      const double sum = warp_sum(v[i]);
-      if (lane == 0 && p < pairs) group_sums[p] = sum;
-    }
-  }
-  __threadfence_block();
-  __syncthreads();
   for (int l = warp; l < trials; l += warps) {
     double sum = 0;
     for (std::int64_t g = lane; g < r.groups; g += 32) sum += __ldcg(group_sums + l * r.groups + g);
@@ -364,15 +347,21 @@ __device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t 
 /// the first centre's draw from them (by weight alone). One block.
 __global__ void __launch_bounds__(kThreads) first_draw_kernel(const int* __restrict__ w, Ranges r, StepBuffers out,
                                                               StepState* state, double* group_sums, Draws next) {
-  const int lane = threadIdx.x % 32;
-  for (std::int64_t b = threadIdx.x / 32; b < r.count; b += kThreads / 32) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (std::int64_t b = warp; b < r.count; b += kThreads / 32) {
     const std::int64_t j = b * kRange + lane;
     const double s = warp_sum(j < r.m ? double(w[j]) : 0.0);
     if (lane == 0) out.pot_part[b] = s;
   }
   __threadfence();
   __syncthreads();
-  settle_step(out, 1, r, -1, nullptr, nullptr, state, group_sums, false, nullptr, 0, w, true, next);
+  for (std::int64_t g = warp; g < r.groups; g += kThreads / 32) {
+    const double s = group_sum(out.pot_part, r, g, lane);
+    if (lane == 0) group_sums[g] = s;
+  }
+  __threadfence();
+  __syncthreads();
+  settle_step(out, 1, r, -1, nullptr, nullptr, state, group_sums, nullptr, 0, w, true, next);
 }
 
 /// Dimensions of the candidates' rows a block stages in shared memory at a time (128 floats, 64 doubles),
@@ -414,9 +403,11 @@ constexpr int kMaxRangesPerBlock = [] {
   return ranges;
 }();
 
+/// Ranges a block measures: one per `slices` warps (one when every warp takes a slice), at most
+/// kMaxRangesPerBlock.
 template <class T, int kTrials>
-int ranges_per_block(int slices) {
-  return std::min(kThreads / 32 / slices, kMaxRangesPerBlock<T, kTrials>);
+__host__ __device__ inline int ranges_per_block(int slices) {
+  return min(kThreads / 32 / slices, kMaxRangesPerBlock<T, kTrials>);
 }
 
 /// One step of greedy k-means++ with the trials the previous step drew (state->picks; kTrials of them
@@ -452,7 +443,7 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
   __shared__ bool last;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int slices = kNarrow ? narrow_slices : kWarps;
-  const int ranges = min(kWarps / slices, kRanges), g = warp / slices, slice = warp % slices;
+  const int ranges = ranges_per_block<T, kTrials>(slices), g = warp / slices, slice = warp % slices;
   const int width_staged = slices * kSpan, stride = width_staged / kVec + 1;
   const int width_shift = __ffs(width_staged) - 1;  // a power of two: rows and columns by shifts
   if (threadIdx.x < trials) pick_at[threadIdx.x] = state->picks[threadIdx.x];
@@ -532,8 +523,7 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
   if (group_last) {
     __threadfence();
     for (int l = warp; l < trials; l += kWarps) {
-      const std::int64_t range = group * kGroup + lane;
-      const double sum = warp_sum(range < r.count ? __ldcg(out.pot_part + l * r.count + range) : 0.0);
+      const double sum = group_sum(out.pot_part + l * r.count, r, group, lane);
       if (lane == 0) group_sums[l * r.groups + group] = sum;
     }
     if (threadIdx.x == 0) group_done[group] = 0;
@@ -544,7 +534,7 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
   __syncthreads();
   if (!last) return;
   __threadfence();
-  settle_step(out, trials, r, step, chosen, taken, state, group_sums, true, reinterpret_cast<double*>(rows),
+  settle_step(out, trials, r, step, chosen, taken, state, group_sums, reinterpret_cast<double*>(rows),
               std::int64_t(sizeof(rows) / sizeof(double)), w, false, next);
 }
 
@@ -558,10 +548,10 @@ void launch_greedy_step(cudaStream_t stream, const T* cand, std::int64_t d, Rang
   const int slices = slices_for<T>(d);
   const auto go = [&](auto trials_bucket) {
     constexpr int kTrials = decltype(trials_bucket)::value;
-    const bool narrow = slices < kThreads / 32;
-    const int ranges = narrow ? ranges_per_block<T, kTrials>(slices) : 1;
+    const int ranges = ranges_per_block<T, kTrials>(slices);
     const auto blocks = static_cast<unsigned>((r.count + ranges - 1) / ranges);
-    const auto kernel = narrow ? greedy_step_kernel<T, kTrials, true> : greedy_step_kernel<T, kTrials, false>;
+    const auto kernel = slices < kThreads / 32 ? greedy_step_kernel<T, kTrials, true>
+                                               : greedy_step_kernel<T, kTrials, false>;
     kernel<<<blocks, kThreads, 0, stream>>>(cand, d, r, slices, trials, first, w, taken, prev, out, state, group_sums,
                                             group_done, step, chosen, next);
   };
