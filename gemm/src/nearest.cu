@@ -18,9 +18,12 @@
 //    per stage, complete before the next stage (two blocks per SM interleave; a 6-stage ring with one
 //    block per SM and a stage's products left running was slower: 1.81 against 1.47 ms at 1M x 128,
 //    k = 1024). Each warp then holds 16 rows x 128 columns, in mma.sync's fragment order.
-//  * Both operands stream through a cp.async ring of 16-byte slots (8 per row and stage: 32 floats or
-//    64 16-bit elements; 4 for 16-bit exact products, whose centres take three slots each), one barrier
-//    per stage; three stages where a stage is at most 32 KB (two blocks per SM still fit), otherwise two.
+//  * Both operands stream through a ring of 16-byte slots (8 per row and stage: 32 floats or 64 16-bit
+//    elements; 4 for 16-bit exact products, whose centres take three slots each), one barrier per stage;
+//    three stages where a stage is at most 32 KB (two blocks per SM still fit), otherwise two. mma.sync's
+//    stages come by cp.async, every thread copying its slots; wgmma's by the TMA, one thread queueing the
+//    points' and the centres' boxes (the same swizzle) and the stage's mbarrier counting their bytes: the
+//    copies' instructions had bound the kernel (1.50 against 1.12 ms at 1M x 128, k = 1024).
 //    The pipeline runs across tile boundaries. The centres' parts are prepared once per call
 //    (centre_parts_kernel), so the ring holds them ready; float points are split as fragments are read.
 //  * Fragments come from shared memory by ldmatrix.x4 (four 8 x 8 matrices of 16-byte rows, already in the
@@ -46,6 +49,8 @@
 #include <skinny/gemm/cp_async.cuh>
 #include <skinny/gemm/errors.hpp>
 #include <skinny/gemm/nearest.hpp>
+
+#include <cuda.h>  // CUtensorMap; the driver's encoder is fetched at run time (no link to libcuda)
 
 #include <algorithm>
 #include <atomic>
@@ -92,7 +97,7 @@ struct Ring {
   /// needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand.
   static constexpr std::size_t smem = std::size_t(stages) * slots * 16 +
                                       BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
-  static constexpr std::size_t smem_wgmma = smem + 1024;
+  static constexpr std::size_t smem_wgmma = smem + 1024 + stages * sizeof(std::uint64_t);  // + mbarriers
   static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
   static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
   /// Slot s of row r is stored at r * ch + (s ^ swizzle(r)): the 8 rows an 8 x 8 ldmatrix reads (16 bytes
@@ -118,6 +123,8 @@ struct Params {
   std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
   int fault_bit;
   float* fault_values;
+  /// wgmma: the points (n x d, ldx) and the centre part (k x d, ldi) as TMA tensors of stage boxes.
+  CUtensorMap x_map, c_map;
 };
 
 /// Float bits mapped so that unsigned order is float order (finite values and infinities).
@@ -234,7 +241,7 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// of ExactMethod::fast_then_recheck). kWgmma: one product per term through Hopper's wgmma (sm_90a) instead
 /// of mma.sync.
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma>
-__global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
   static_assert(!(kWgmma && kExact), "wgmma takes one product per term");
   using R = Ring<T, kExact>;
   constexpr int CH = R::ch, kStages = R::stages;
@@ -250,6 +257,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   int* best_col = reinterpret_cast<int*>(best_val + BM * WARPS_N);
   double* row_sum = reinterpret_cast<double*>(best_col + BM * WARPS_N);  // [BM][WARPS_N], when p.row_sums
   float* best_second = reinterpret_cast<float*>(row_sum + BM * WARPS_N);  // [BM][WARPS_N], kSecond
+  std::uint64_t* stage_full = reinterpret_cast<std::uint64_t*>(smem + R::smem);  // wgmma: per stage, its TMA
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
@@ -287,8 +295,16 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
     const std::int64_t col0 = tile * BN + rc;
     const T* x_at = x_base + kofs;
     const std::int64_t c_at = col0 * p.ldi + kofs;
+    if constexpr (kWgmma) {  // one thread: the points' and the centres' boxes, zeros past the edges
+      if (tid == 0) {
+        uint4* stage = ring + buf * R::slots;
+        mbarrier_expect_bytes(stage_full + buf, (BM + BN) * CH * 16);
+        tma_load_2d(stage, &p.x_map, next_k * R::bk, static_cast<int>(row0), stage_full + buf);
+        tma_load_2d(stage + BM * CH, &p.c_map, next_k * R::bk, static_cast<int>(tile * BN), stage_full + buf);
+      }
+    }
 #pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
+    for (int i = 0; i < (kWgmma ? 0 : kCopies); ++i) {
       const bool xv = i * kRowStep < rows_left && bytes > 0;
       cp_async<16>(xs + i * kRowStep * CH, xv ? x_at + i * x_row_step : x, xv ? bytes : 0);
       const bool cv = col0 + i * kRowStep < p.k && bytes > 0;
@@ -343,22 +359,32 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const Params p) {
   const std::uint32_t a_lane = 16u * ((wm * (BM / WARPS_M) + (lmat & 1) * 8 + lrow) * CH);
   const std::uint32_t b_lane = 16u * ((BM + wn * (BN / WARPS_N) + lrow) * CH);  // the centres follow the points
   const int a_mask = (lmat >> 1) ^ lswz, b_mask = lmat ^ lswz;
+  if constexpr (kWgmma) {
+    if (tid == 0)
+      for (int s = 0; s < kStages; ++s) mbarrier_init(stage_full + s, 1);
+    __syncthreads();
+  }
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < nsteps) issue_next(s);
     cp_async_commit();
   }
   int buf = 0, k_in_tile = 0;  // the stage in hand, and its k-step within the tile
+  unsigned phase = 0;          // wgmma: the parity of the stage's mbarrier phase this round of the ring
   std::int64_t tile = tile_begin;
   for (std::int64_t step = 0; step < nsteps; ++step) {
     cp_async_wait<kStages - 2>();
-    if (kWgmma) fence_proxy_async_shared();  // the tensor cores read the stage through the async proxy
+    if constexpr (kWgmma) {
+      mbarrier_wait(stage_full + buf, phase);
+      fence_proxy_async_shared();  // the ||c||^2 of cp.async beside the tensor cores' async-proxy reads
+    }
     __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
     if (step + kStages - 1 < nsteps) issue_next(buf == 0 ? kStages - 1 : buf - 1);
     cp_async_commit();
 
     const uint4* xs = ring + buf * R::slots;
     buf = buf + 1 == kStages ? 0 : buf + 1;
+    if (buf == 0) phase ^= 1u;
     const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
     if constexpr (kWgmma) {
       // The warpgroup's 64 points and the tile's 128 centres, one k-step (32 bytes of each row) at a time;
@@ -836,16 +862,59 @@ bool wgmma_compiled(const Context& ctx) {
 
 /// The fused kernel on m points x (leading dimension ldx) against the prepared centres; keys (and with
 /// kSecond, second) get split.shares x m values, row_sums (kRowSums, zeroed) m sums. The fault comes from a.
+/// The driver's cuTensorMapEncodeTiled, fetched once through the runtime.
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+EncodeTiled encode_tiled() {
+  static const EncodeTiled encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    SKINNY_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+      throw std::runtime_error("gemm::nearest: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<EncodeTiled>(fn);
+  }();
+  return encode;
+}
+
+/// The rows x d matrix at `base` (row stride ld elements) as a TMA tensor of the ring's stage boxes: one
+/// stage's elements of 128 rows, written 128-byte swizzled, zeros past the matrix.
+template <class T>
+CUtensorMap stage_map(const void* base, std::int64_t d, std::int64_t rows, std::int64_t ld) {
+  using R = Ring<T, false>;
+  const CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * sizeof(T)};
+  const cuuint32_t box[2] = {R::bk, 128}, element_strides[2] = {1, 1};
+  static_assert(BM == 128 && BN == 128 && R::bk * sizeof(T) == 128, "a box is a stage: 128 rows of 128 bytes");
+  CUtensorMap map;
+  const CUresult r = encode_tiled()(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("gemm::nearest: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) +
+                             ") for " + std::to_string(rows) + " x " + std::to_string(d) + ", ld " + std::to_string(ld));
+  return map;
+}
+
 /// One product per term takes wgmma where nearest_uses_wgmma says so.
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
 void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
                    const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys,
                    float* second, double* row_sums = nullptr) {
   using R = Ring<T, kExact>;
-  const Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
-                 static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
-                 a.fault_col, a.fault_bit, a.fault_values};
-  const bool wgmma = !kExact && nearest_uses_wgmma(ctx);
+  Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
+           static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
+           a.fault_col, a.fault_bit, a.fault_values};
+  // The TMA's coordinates are 32-bit: more rows than that take mma.sync.
+  const bool wgmma = !kExact && nearest_uses_wgmma(ctx) && m <= INT_MAX - BM && a.k <= INT_MAX - BN;
+  if (wgmma) {
+    p.x_map = stage_map<T>(x, a.d, m, ldx);
+    p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi);
+  }
   const auto kernel = wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, !kExact>
                             : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false>;
   const std::size_t smem = wgmma ? R::smem_wgmma : R::smem;

@@ -54,6 +54,54 @@ __device__ __forceinline__ void wgmma_commit_and_wait() {
 #endif
 }
 
+/// The tensor memory accelerator (TMA) fills a stage: one thread queues the copy of a 2D box of a tensor
+/// (tensor map in kernel parameter space) into shared memory, written in the 128-byte swizzle above, and
+/// the stage's mbarrier completes when its bytes have landed; zeros where the box leaves the tensor.
+__device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, unsigned count) {
+#ifdef SKINNY_WGMMA
+  const auto a = static_cast<std::uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(count) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+/// The next phase of `bar` completes once `bytes` have arrived (this thread's arrival counts as the one).
+__device__ __forceinline__ void mbarrier_expect_bytes(std::uint64_t* bar, unsigned bytes) {
+#ifdef SKINNY_WGMMA
+  const auto a = static_cast<std::uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes) : "memory");
+#endif
+}
+
+/// Waits until the phase of `bar` with this parity has completed.
+__device__ __forceinline__ void mbarrier_wait(std::uint64_t* bar, unsigned parity) {
+#ifdef SKINNY_WGMMA
+  const auto a = static_cast<std::uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "wait:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait;\n"
+      "}\n" ::"r"(a),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+/// Queues the box at (inner, row) of the 2D tensor `map` into `dst` (1024-byte aligned), completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int inner, int row, std::uint64_t* bar) {
+#ifdef SKINNY_WGMMA
+  const auto d = static_cast<std::uint32_t>(__cvta_generic_to_shared(dst));
+  const auto b = static_cast<std::uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+          "r"(d),
+      "l"(map), "r"(inner), "r"(row), "r"(b)
+      : "memory");
+#endif
+}
+
 #define SKINNY_WGMMA_D                                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
   "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
