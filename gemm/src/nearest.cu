@@ -15,9 +15,9 @@
 //  * One product per term on Hopper (sm_90a builds; nearest_uses_wgmma): wgmma instead of mma.sync. The two
 //    warpgroups each multiply 64 points by the tile's 128 centres, reading both straight from the ring
 //    through descriptors (its rows are 128 bytes, swizzled as wgmma's 128-byte mode expects), 4 k-steps
-//    per stage, complete before the next stage (two blocks per SM interleave; a 6-stage ring with one
-//    block per SM and a stage's products left running was slower: 1.81 against 1.47 ms at 1M x 128,
-//    k = 1024). Each warp then holds 16 rows x 128 columns, in mma.sync's fragment order.
+//    per stage, left running while the next stage is waited for (two blocks per SM interleave; a 6-stage
+//    ring with one block per SM was slower). Each warp then holds 16 rows x 128 columns, in mma.sync's
+//    fragment order.
 //  * Both operands stream through a ring of 16-byte slots (8 per row and stage: 32 floats or 64 16-bit
 //    elements; 4 for 16-bit exact products, whose centres take three slots each), one barrier per stage;
 //    three stages where a stage is at most 32 KB (two blocks per SM still fit), otherwise two. mma.sync's
@@ -374,28 +374,28 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   std::int64_t tile = tile_begin;
   for (std::int64_t step = 0; step < nsteps; ++step) {
     cp_async_wait<kStages - 2>();
+    const uint4* xs = ring + buf * R::slots;
+    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
     if constexpr (kWgmma) {
       mbarrier_wait(stage_full + buf, phase);
       fence_proxy_async_shared();  // the ||c||^2 of cp.async beside the tensor cores' async-proxy reads
-    }
-    __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
-    if (step + kStages - 1 < nsteps) issue_next(buf == 0 ? kStages - 1 : buf - 1);
-    cp_async_commit();
-
-    const uint4* xs = ring + buf * R::slots;
-    buf = buf + 1 == kStages ? 0 : buf + 1;
-    if (buf == 0) phase ^= 1u;
-    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
-    if constexpr (kWgmma) {
-      // The warpgroup's 64 points and the tile's 128 centres, one k-step (32 bytes of each row) at a time;
-      // complete before the stage's slot is copied into again (the next step's barrier).
+      // The warpgroup's 64 points and the tile's 128 centres, one k-step (32 bytes of each row) at a time,
+      // left running while the next stage is waited for; the previous stage's are complete before the
+      // barrier below frees its slot for copying into.
       const std::uint32_t a_tile = base + 16u * ((warp / 4) * 64 * CH), b_tile = base + 16u * (BM * CH);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < CH / 2; ++kk)
         wgmma_m64n128<T>(acc[0], wgmma_descriptor(a_tile + 32u * kk), wgmma_descriptor(b_tile + 32u * kk));
-      wgmma_commit_and_wait();
-    } else {
+      wgmma_commit();
+      wgmma_wait<1>();
+    }
+    __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
+    if (step + kStages - 1 < nsteps) issue_next(buf == 0 ? kStages - 1 : buf - 1);
+    cp_async_commit();
+    buf = buf + 1 == kStages ? 0 : buf + 1;
+    if (buf == 0) phase ^= 1u;
+    if constexpr (!kWgmma) {
 #pragma unroll
       for (int u = 0; u < CH / 4; ++u) {
         uint4 a[MT][2];  // [m16 tile][k-step 2u, 2u + 1]: a0..a3
@@ -475,6 +475,10 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
 
     if (++k_in_tile < ksteps) continue;
     k_in_tile = 0;
+    if constexpr (kWgmma) {  // the tile's products complete
+      wgmma_wait<0>();
+      wgmma_settled(acc[0]);
+    }
     // The tile is complete: acc[mt][nt][2h + c] is row 16 mt + g + 8h, column 8 nt + 2t + c of the
     // warp's part.
     // This thread's 16 columns: their ||c||^2 from the stage in hand, +infinity past k (never nearer).

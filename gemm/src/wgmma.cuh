@@ -46,12 +46,28 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 #endif
 }
 
-/// Closes the wgmmas issued so far into a group, and waits until all groups are complete.
-__device__ __forceinline__ void wgmma_commit_and_wait() {
+/// Closes the wgmmas issued so far into a group.
+__device__ __forceinline__ void wgmma_commit() {
 #ifdef SKINNY_WGMMA
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
+}
+
+/// Waits until at most N of the warpgroup's committed groups are still running.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef SKINNY_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+/// After wgmma_wait: the accumulators' registers are read from here on, not earlier (the compiler sees
+/// the wgmma's outputs where it is issued, not where it completes).
+__device__ __forceinline__ void wgmma_settled(float (&d)[16][4]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
 }
 
 /// The tensor memory accelerator (TMA) fills a stage: one thread queues the copy of a 2D box of a tensor
