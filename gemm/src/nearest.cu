@@ -23,7 +23,7 @@
 //    three stages where a stage is at most 32 KB (two blocks per SM still fit), otherwise two. mma.sync's
 //    stages come by cp.async, every thread copying its slots; wgmma's by the TMA, one thread queueing the
 //    points' and the centres' boxes (the same swizzle) and the stage's mbarrier counting their bytes: the
-//    copies' instructions had bound the kernel (1.50 against 1.12 ms at 1M x 128, k = 1024).
+//    copies' instructions had bound the kernel (distances at 1M x 128, k = 1024: 1.12 ms, 1.50 by cp.async).
 //    The pipeline runs across tile boundaries. The centres' parts are prepared once per call
 //    (centre_parts_kernel), so the ring holds them ready; float points are split as fragments are read.
 //  * Fragments come from shared memory by ldmatrix.x4 (four 8 x 8 matrices of 16-byte rows, already in the
@@ -378,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
     if constexpr (kWgmma) {
       mbarrier_wait(stage_full + buf, phase);
-      fence_proxy_async_shared();  // the ||c||^2 of cp.async beside the tensor cores' async-proxy reads
+      fence_proxy_async_shared();  // as for cp.async stages; likely not needed for the TMA's (untried)
       // The warpgroup's 64 points and the tile's 128 centres, one k-step (32 bytes of each row) at a time,
       // left running while the next stage is waited for; the previous stage's are complete before the
       // barrier below frees its slot for copying into.
@@ -864,8 +864,6 @@ bool wgmma_compiled(const Context& ctx) {
   return state == 2;
 }
 
-/// The fused kernel on m points x (leading dimension ldx) against the prepared centres; keys (and with
-/// kSecond, second) get split.shares x m values, row_sums (kRowSums, zeroed) m sums. The fault comes from a.
 /// The driver's cuTensorMapEncodeTiled, fetched once through the runtime.
 using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
@@ -874,7 +872,8 @@ EncodeTiled encode_tiled() {
   static const EncodeTiled encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    SKINNY_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    SKINNY_CUDA_TRY(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
     if (found != cudaDriverEntryPointSuccess || fn == nullptr)
       throw std::runtime_error("gemm::nearest: the driver has no cuTensorMapEncodeTiled");
     return reinterpret_cast<EncodeTiled>(fn);
@@ -900,10 +899,13 @@ CUtensorMap stage_map(const void* base, std::int64_t d, std::int64_t rows, std::
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     throw std::runtime_error("gemm::nearest: cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) +
-                             ") for " + std::to_string(rows) + " x " + std::to_string(d) + ", ld " + std::to_string(ld));
+                             ") for " + std::to_string(rows) + " x " + std::to_string(d) + ", ld " +
+                             std::to_string(ld));
   return map;
 }
 
+/// The fused kernel on m points x (leading dimension ldx) against the prepared centres; keys (and with
+/// kSecond, second) get split.shares x m values, row_sums (kRowSums, zeroed) m sums. The fault comes from a.
 /// One product per term takes wgmma where nearest_uses_wgmma says so.
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
 void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
