@@ -288,13 +288,6 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   int next_k = 0;
   auto issue_next = [&](int buf) {
     const std::int64_t tile = next_tile;
-    const std::int64_t kofs = static_cast<std::int64_t>(next_k) * R::bk + piece * R::elems;
-    const std::int64_t left = p.d - kofs;
-    const int bytes = left <= 0 ? 0 : (left >= R::elems ? 16 : static_cast<int>(left * sizeof(T)));
-    uint4* xs = ring + buf * R::slots + slot0;
-    const std::int64_t col0 = tile * BN + rc;
-    const T* x_at = x_base + kofs;
-    const std::int64_t c_at = col0 * p.ldi + kofs;
     if constexpr (kWgmma) {  // one thread: the points' and the centres' boxes, zeros past the edges
       if (tid == 0) {
         uint4* stage = ring + buf * R::slots;
@@ -302,16 +295,24 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
         tma_load_2d(stage, &p.x_map, next_k * R::bk, static_cast<int>(row0), stage_full + buf);
         tma_load_2d(stage + BM * CH, &p.c_map, next_k * R::bk, static_cast<int>(tile * BN), stage_full + buf);
       }
-    }
+    } else {  // every thread its slots
+      const std::int64_t kofs = static_cast<std::int64_t>(next_k) * R::bk + piece * R::elems;
+      const std::int64_t left = p.d - kofs;
+      const int bytes = left <= 0 ? 0 : (left >= R::elems ? 16 : static_cast<int>(left * sizeof(T)));
+      uint4* xs = ring + buf * R::slots + slot0;
+      const std::int64_t col0 = tile * BN + rc;
+      const T* x_at = x_base + kofs;
+      const std::int64_t c_at = col0 * p.ldi + kofs;
 #pragma unroll
-    for (int i = 0; i < (kWgmma ? 0 : kCopies); ++i) {
-      const bool xv = i * kRowStep < rows_left && bytes > 0;
-      cp_async<16>(xs + i * kRowStep * CH, xv ? x_at + i * x_row_step : x, xv ? bytes : 0);
-      const bool cv = col0 + i * kRowStep < p.k && bytes > 0;
-      const std::int64_t off = cv ? c_at + i * c_row_step : 0;
+      for (int i = 0; i < kCopies; ++i) {
+        const bool xv = i * kRowStep < rows_left && bytes > 0;
+        cp_async<16>(xs + i * kRowStep * CH, xv ? x_at + i * x_row_step : x, xv ? bytes : 0);
+        const bool cv = col0 + i * kRowStep < p.k && bytes > 0;
+        const std::int64_t off = cv ? c_at + i * c_row_step : 0;
 #pragma unroll
-      for (int q = 0; q < R::parts; ++q)
-        cp_async<16>(xs + (BM + q * BN) * CH + i * kRowStep * CH, parts + q * p.part_stride + off, cv ? bytes : 0);
+        for (int q = 0; q < R::parts; ++q)
+          cp_async<16>(xs + (BM + q * BN) * CH + i * kRowStep * CH, parts + q * p.part_stride + off, cv ? bytes : 0);
+      }
     }
     // The tile's last stage also brings its ||c||^2 (and, 16-bit exact, unscale factors) for the epilogue,
     // which reads them while that stage is still in hand. Zeros past k: the epilogue masks them.

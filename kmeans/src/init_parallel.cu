@@ -275,8 +275,8 @@ __device__ std::int64_t draw_candidate(double u, double total, Ranges r, const d
   std::int64_t j = -1;
   if (total > 0) {
     double t = u * total;
-    const auto group_sum = [&](std::int64_t q) { return shared_groups ? shared_groups[q] : __ldcg(group_sums + q); };
-    const std::int64_t g = warp_find(0, r.groups, t, group_sum, lane);
+    const auto group_total = [&](std::int64_t q) { return shared_groups ? shared_groups[q] : __ldcg(group_sums + q); };
+    const std::int64_t g = warp_find(0, r.groups, t, group_total, lane);
     const std::int64_t b =
         g < 0 ? -1
               : warp_find(g * kGroup, min(r.count, (g + 1) * kGroup), t,
