@@ -24,6 +24,8 @@
 //    stages come by cp.async, every thread copying its slots; wgmma's by the TMA, one thread queueing the
 //    points' and the centres' boxes (the same swizzle) and the stage's mbarrier counting their bytes: the
 //    copies' instructions had bound the kernel (distances at 1M x 128, k = 1024: 1.12 ms, 1.50 by cp.async).
+//    Rows under 32 bytes (d = 2 to 7 float) are the exception: a box is then mostly zero fill, and cp.async
+//    stages take half the TMA's time.
 //    The pipeline runs across tile boundaries. The centres' parts are prepared once per call
 //    (centre_parts_kernel), so the ring holds them ready; float points are split as fragments are read.
 //  * Fragments come from shared memory by ldmatrix.x4 (four 8 x 8 matrices of 16-byte rows, already in the
@@ -80,6 +82,7 @@ struct Warps {
   static_assert(m * n * 32 == kThreads, "8 warps");
 };
 constexpr int kMaxWarpsN = 2;  ///< the most warp columns of either layout (the per-row scratch's width)
+constexpr std::int64_t kTmaMinRowBytes = 32;  ///< wgmma: narrower rows of X are staged by cp.async
 
 /// The ring's shape for points of type T and the products `exact` asks for.
 template <class T, bool kExact>
@@ -123,8 +126,11 @@ struct Params {
   std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
   int fault_bit;
   float* fault_values;
-  /// wgmma: the points (n x d, ldx) and the centre part (k x d, ldi) as TMA tensors of stage boxes.
+  /// wgmma: the points (n x d, ldx) and the centre part (k x d, ldi) as TMA tensors of stage boxes, used
+  /// where `tma`; rows narrower than kTmaMinRowBytes take cp.async (most of a box's 128 bytes is then the
+  /// TMA's zero fill).
   CUtensorMap x_map, c_map;
+  bool tma;
 };
 
 /// Float bits mapped so that unsigned order is float order (finite values and infinities).
@@ -288,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   int next_k = 0;
   auto issue_next = [&](int buf) {
     const std::int64_t tile = next_tile;
-    if constexpr (kWgmma) {  // one thread: the points' and the centres' boxes, zeros past the edges
+    if (kWgmma && p.tma) {  // one thread: the points' and the centres' boxes, zeros past the edges
       if (tid == 0) {
         uint4* stage = ring + buf * R::slots;
         mbarrier_expect_bytes(stage_full + buf, (BM + BN) * CH * 16);
@@ -378,8 +384,12 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     const uint4* xs = ring + buf * R::slots;
     const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
     if constexpr (kWgmma) {
-      mbarrier_wait(stage_full + buf, phase);
-      fence_proxy_async_shared();  // as for cp.async stages; likely not needed for the TMA's (untried)
+      if (p.tma) {
+        mbarrier_wait(stage_full + buf, phase);  // the TMA writes in the async proxy wgmma reads in: no fence
+      } else {
+        fence_proxy_async_shared();  // cp.async's copies before the tensor cores' async-proxy reads
+        __syncthreads();             // everyone's copies have landed
+      }
       // The warpgroup's 64 points and the tile's 128 centres, one k-step (32 bytes of each row) at a time,
       // left running while the next stage is waited for; the previous stage's are complete before the
       // barrier below frees its slot for copying into.
@@ -918,7 +928,11 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
            a.fault_col, a.fault_bit, a.fault_values};
   // The TMA's coordinates are 32-bit: more rows than that take mma.sync.
   const bool wgmma = !kExact && nearest_uses_wgmma(ctx) && m <= INT_MAX - BM && a.k <= INT_MAX - BN;
-  if (wgmma) {
+  // Rows under 32 bytes take cp.async: H200, 1M points, k = 128, fast, distances per iteration: d = 2 float
+  // 0.27 ms by the TMA, 0.14 by cp.async, d = 8 half 0.27 / 0.14; at 32 bytes (d = 8 float, d = 16 half) the
+  // TMA is ahead, 0.13 / 0.14 (bench/results/h200/2026-11-28_narrow-rows).
+  p.tma = wgmma && a.d * static_cast<std::int64_t>(sizeof(T)) >= kTmaMinRowBytes;
+  if (p.tma) {
     p.x_map = stage_map<T>(x, a.d, m, ldx);
     p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi);
   }
