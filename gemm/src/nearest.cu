@@ -126,11 +126,9 @@ struct Params {
   std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
   int fault_bit;
   float* fault_values;
-  /// wgmma: the points (n x d, ldx) and the centre part (k x d, ldi) as TMA tensors of stage boxes, used
-  /// where `tma`; rows narrower than kTmaMinRowBytes take cp.async (most of a box's 128 bytes is then the
-  /// TMA's zero fill).
+  /// wgmma's TMA stages: the points (n x d, ldx) and the centre part (k x d, ldi) as TMA tensors of stage
+  /// boxes.
   CUtensorMap x_map, c_map;
-  bool tma;
 };
 
 /// Float bits mapped so that unsigned order is float order (finite values and infinities).
@@ -245,10 +243,11 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// term (instances of their own: the plain kernel does no such work, and the fault's code costs registers
 /// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
 /// of ExactMethod::fast_then_recheck). kWgmma: one product per term through Hopper's wgmma (sm_90a) instead
-/// of mma.sync.
-template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma>
+/// of mma.sync; kTma: its stages loaded by the TMA, else by cp.async (rows under kTmaMinRowBytes).
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
   static_assert(!(kWgmma && kExact), "wgmma takes one product per term");
+  static_assert(kWgmma || !kTma, "the TMA feeds wgmma's stages");
   using R = Ring<T, kExact>;
   constexpr int CH = R::ch, kStages = R::stages;
   constexpr int WARPS_M = Warps<kWgmma>::m, WARPS_N = Warps<kWgmma>::n, MT = Warps<kWgmma>::mt, NT = Warps<kWgmma>::nt;
@@ -294,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   int next_k = 0;
   auto issue_next = [&](int buf) {
     const std::int64_t tile = next_tile;
-    if (kWgmma && p.tma) {  // one thread: the points' and the centres' boxes, zeros past the edges
+    if constexpr (kTma) {  // one thread: the points' and the centres' boxes, zeros past the edges
       if (tid == 0) {
         uint4* stage = ring + buf * R::slots;
         mbarrier_expect_bytes(stage_full + buf, (BM + BN) * CH * 16);
@@ -384,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     const uint4* xs = ring + buf * R::slots;
     const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(xs));
     if constexpr (kWgmma) {
-      if (p.tma) {
+      if constexpr (kTma) {
         mbarrier_wait(stage_full + buf, phase);  // the TMA writes in the async proxy wgmma reads in: no fence
       } else {
         fence_proxy_async_shared();  // cp.async's copies before the tensor cores' async-proxy reads
@@ -931,13 +930,15 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   // Rows under 32 bytes take cp.async: H200, 1M points, k = 128, fast, distances per iteration: d = 2 float
   // 0.27 ms by the TMA, 0.14 by cp.async, d = 8 half 0.27 / 0.14; at 32 bytes (d = 8 float, d = 16 half) the
   // TMA is ahead, 0.13 / 0.14 (bench/results/h200/2026-11-28_narrow-rows).
-  p.tma = wgmma && a.d * static_cast<std::int64_t>(sizeof(T)) >= kTmaMinRowBytes;
-  if (p.tma) {
+  // A kernel of its own, not a runtime switch: that cost the TMA path 3 % (d = 16, k = 1024).
+  const bool tma = wgmma && a.d * static_cast<std::int64_t>(sizeof(T)) >= kTmaMinRowBytes;
+  if (tma) {
     p.x_map = stage_map<T>(x, a.d, m, ldx);
     p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi);
   }
-  const auto kernel = wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, !kExact>
-                            : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false>;
+  const auto kernel = tma     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, !kExact, !kExact>
+                      : wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, !kExact, false>
+                              : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
   const std::size_t smem = wgmma ? R::smem_wgmma : R::smem;
   SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(split.blocks_x), static_cast<unsigned>(split.shares));
