@@ -271,11 +271,12 @@ template <class T>
 class Updater {
  public:
   using C = compute_t<T>;  ///< the centroids' type
-  /// How the cluster sums are formed (update.cu): automatic picks by k and the flushes' traffic.
-  enum class Sums { automatic, streamed, sorted };
+  /// How the cluster sums are formed (update.cu): automatic picks by k, d and the flushes' traffic.
+  enum class Sums { automatic, binned, sorted };
   /// For up to n points per accumulate() call.
   Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums = Sums::automatic);
-  bool streaming() const noexcept { return streaming_; }
+  /// The way taken (never automatic).
+  Sums way() const noexcept { return way_; }
 
   /// max |w_i x_ij| over `rows` points for each column j, then max w_i (1 without weights): d + 1 values,
   /// whose maximum over all points (over chunks or GPUs) set_scales takes.
@@ -338,8 +339,8 @@ class Updater {
   std::int64_t n_, d_, k_;
   int vec_ = 1;
   int sms_ = 1;
-  bool streaming_ = false;
-  std::int64_t ranges_ = 0;  ///< row ranges of the streamed sums
+  Sums way_ = Sums::sorted;
+  std::int64_t ranges_ = 0;  ///< row ranges of the binned sums
   bool scaled_ = false, weighted_ = false;
   double weight_scale_ = 1;
   DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels, then sorted labels

@@ -1,8 +1,9 @@
 // The centroid update, deterministic for any k and d, reading X once: the cluster sums (exact integer
 // sums, fixed_point.hpp, optionally of weighted points), empty clusters moved to the farthest points,
 // then the means and the shift. Two ways to the sums:
-//  * few clusters (k <= kStreamMaxK): X streamed in row order, no sort. A block owns a range of rows and
-//    a slice of columns and adds each row to its cluster's sums in shared memory (64-bit integers), then
+//  * binned, where rows are narrow and k x d small: X read in row order, no sort. A block owns a range of
+//    rows and a slice of columns and adds each row to its cluster's sums in shared memory with integer
+//    atomics (several threads share a row, many rows at a time, so narrow rows keep them all busy), then
 //    adds those to the global sums every kFlushRows rows.
 //  * otherwise: points sorted by label (a radix sort), each block summing kPiece consecutive sorted
 //    points, one cluster's run after another, into registers.
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
@@ -32,88 +34,99 @@ using u64 = unsigned long long;
 constexpr std::int64_t kPiece = 256;  ///< sorted points per block
 constexpr int kThreads = 128;
 constexpr int kBatch = 8;             ///< rows whose loads are in flight together per thread
-/// Streamed sums up to here (k x 4 KB of shared memory per block). Measured on the H100 at 262144 x
-/// 4096, k = 16, in one run: streamed 1.59 / 2.94 ms, sorted 1.64 / 3.04 ms (float / double).
-constexpr std::int64_t kStreamMaxK = 16;
-constexpr double kMaxFlushFraction = 0.03;  ///< streamed flushes' atomics at most this fraction of the bytes of X
 constexpr std::int64_t kSharedWeightSums = 4096;  ///< clusters whose weight sums a block keeps in shared memory
+constexpr int kBinThreads = 256;
+constexpr std::size_t kBinSmem = 64 << 10;  ///< most shared memory for a binned block's k x W sums
+constexpr int kBinBlocksPerSm = 2;          ///< binned blocks per SM: fewer ranges, fewer flushes
+/// Binned sums where rows are narrow and k x d small. H200, 1M float points, update per iteration, binned /
+/// sorted: d = 2, k = 1024 0.05 / 0.14 ms; d = 16, k = 128 0.08 / 0.20, k = 1024 0.12 / 0.22; d = 64, k = 128
+/// 0.17 / 0.21, k = 1024 0.37 / 0.23; d = 128, k = 128 0.28 / 0.25; d = 512, k = 16 0.92 / 0.65.
+constexpr std::int64_t kBinMaxD = 64;
+constexpr std::int64_t kBinMaxSums = 16384;    ///< k x d
+constexpr double kMaxBinFlushFraction = 2.5;  ///< binned flushes' atomics at most this fraction of the bytes of X
 
 /// Elements per vector load: 16 bytes of float or double, 8 bytes of 16-bit data (8 x 16-bit columns per
-/// thread would take twice the shared memory of the streamed sums per block).
+/// thread would take twice the binned sums' shared memory).
 template <class T>
 constexpr int kVecOf = sizeof(T) >= 4 ? 16 / static_cast<int>(sizeof(T)) : 4;
 
 /// Adds N elements of v times the weight w, each in fixed point with its column's scale.
 template <class T, int N>
-__device__ __forceinline__ void add_fixed_row(long long* s, std::int64_t stride, const Vec<T, N>& v, double w,
-                                              const double (&scale)[N]) {
+__device__ __forceinline__ void add_fixed_row(long long* s, const Vec<T, N>& v, double w, const double (&scale)[N]) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) s[i * stride] += to_fixed(to_double(v.e[i]) * w, scale[i]);
+  for (int i = 0; i < N; ++i) s[i] += to_fixed(to_double(v.e[i]) * w, scale[i]);
 }
 
-/// Few clusters: block (range, slice) adds each row r of its range to sums[labels[r]] over the slice's
-/// N * kThreads columns in shared memory (k x N * kThreads 64-bit integers; each thread only touches its
-/// own columns, so no barrier is needed), and adds them to the global sums every kFlushRows rows.
+/// A binned sum's three 32-bit words: q = a 2^40 + b 2^20 + c with a signed (|a| <= 2^10 for |q| <= 2^50)
+/// and b, c in [0, 2^20), so kFlushRows (2^12) of each add up in 32 bits, by the shared-memory atomics
+/// the hardware has (a 64-bit one is a compare-and-swap loop).
+constexpr int kBinWords = 3;
+__device__ __forceinline__ void bin_add(unsigned* words, std::int64_t plane, long long q) {
+  atomicAdd(words, static_cast<unsigned>(q >> 40));
+  atomicAdd(words + plane, static_cast<unsigned>(q >> 20) & 0xfffffu);
+  atomicAdd(words + 2 * plane, static_cast<unsigned>(q) & 0xfffffu);
+}
+__device__ __forceinline__ long long bin_sum(const unsigned* words, std::int64_t plane) {
+  return (static_cast<long long>(static_cast<int>(words[0])) << 40) + (static_cast<long long>(words[plane]) << 20) +
+         static_cast<long long>(words[2 * plane]);
+}
+
+/// Binned: block (range, slice) adds the rows of its range to their clusters' sums over the slice's
+/// W = C x N columns (k x W sums of three words in shared memory, bin_add: integer atomics, so any order
+/// gives the same). C threads share a row, N columns each; the block takes kBinThreads / C rows at a time.
+/// Every kFlushRows rows the sums go to the global (high, low) words.
 template <class T, int N>
-__global__ void __launch_bounds__(kThreads) stream_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
-                                                              const std::int32_t* __restrict__ labels,
-                                                              const double* __restrict__ weights, std::int64_t k,
-                                                              std::int64_t rows_per_range,
-                                                              const double* __restrict__ scale, u64* __restrict__ hi,
-                                                              u64* __restrict__ lo) {
+__global__ void __launch_bounds__(kBinThreads) binned_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
+                                                                 const std::int32_t* __restrict__ labels,
+                                                                 const double* __restrict__ weights, std::int64_t k,
+                                                                 int threads_per_row, std::int64_t rows_per_range,
+                                                                 const double* __restrict__ scale, u64* __restrict__ hi,
+                                                                 u64* __restrict__ lo) {
   using V = Vec<T, N>;
-  extern __shared__ long long sums[];  // [k][N * kThreads]: thread t's columns at N t ..
-  const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
-  if (j >= d) return;
-  constexpr std::int64_t kStride = 1;  // a thread's N columns sit side by side
-  long long* mine = sums + threadIdx.x * N;
+  extern __shared__ unsigned bins[];  // [kBinWords][k][W]
+  const int width = threads_per_row * N, rows_at_once = kBinThreads / threads_per_row;
+  const int column = static_cast<int>(threadIdx.x) % threads_per_row * N;  // the thread's first, in the slice
+  const std::int64_t slice0 = static_cast<std::int64_t>(blockIdx.y) * width, j = slice0 + column;
+  const bool active = j < d;  // d is a multiple of N
+  const std::int64_t plane = k * width;
   double f[N];
 #pragma unroll
-  for (int i = 0; i < N; ++i) f[i] = scale[j + i];
+  for (int i = 0; i < N; ++i) f[i] = active ? scale[j + i] : 0.0;
   const auto add = [&](std::int32_t label, const V& v, double w) {
-    add_fixed_row<T, N>(mine + static_cast<std::int64_t>(label) * N * kThreads, kStride, v, w, f);
+    unsigned* s = bins + static_cast<std::int64_t>(label) * width + column;
+#pragma unroll
+    for (int i = 0; i < N; ++i) bin_add(s + i, plane, to_fixed(to_double(v.e[i]) * w, f[i]));
   };
+  const auto row_of = [&](std::int64_t r) { return *reinterpret_cast<const V*>(x + r * d + j); };
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * rows_per_range;
   const std::int64_t r_end = min(n, r0 + rows_per_range);
   for (std::int64_t f0 = r0; f0 < r_end; f0 += kFlushRows) {
     const std::int64_t r1 = min(r_end, f0 + kFlushRows);
-    for (std::int64_t c = 0; c < k; ++c)
-#pragma unroll
-      for (int i = 0; i < N; ++i) mine[c * N * kThreads + i] = 0;
-    // Two batches of rows in flight: the next batch's loads are issued before the current one is added.
-    V v[kBatch];
-    std::int32_t l[kBatch];
-    double w[kBatch];
-    const auto load = [&](std::int64_t rb, V (&vv)[kBatch], std::int32_t (&ll)[kBatch], double (&ww)[kBatch]) {
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        vv[b] = *reinterpret_cast<const V*>(x + (rb + b) * d + j);
-        ll[b] = labels[rb + b];
-        ww[b] = weights ? weights[rb + b] : 1.0;
-      }
-    };
-    std::int64_t r = f0;
-    if (r + kBatch <= r1) load(r, v, l, w);
-    for (; r + kBatch <= r1; r += kBatch) {
-      V nv[kBatch];
-      std::int32_t nl[kBatch];
-      double nw[kBatch];
-      const bool more = r + 2 * kBatch <= r1;
-      if (more) load(r + kBatch, nv, nl, nw);
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) add(l[b], v[b], w[b]);
-      if (more)
+    for (std::int64_t e = threadIdx.x; e < kBinWords * plane; e += kBinThreads) bins[e] = 0;
+    __syncthreads();
+    std::int64_t r = f0 + static_cast<int>(threadIdx.x) / threads_per_row;
+    if (active) {
+      for (; r + (kBatch - 1) * rows_at_once < r1; r += kBatch * rows_at_once) {  // kBatch rows' loads in flight
+        V v[kBatch];
+        std::int32_t l[kBatch];
+        double w[kBatch];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          v[b] = nv[b];
-          l[b] = nl[b];
-          w[b] = nw[b];
+          v[b] = row_of(r + b * rows_at_once);
+          l[b] = labels[r + b * rows_at_once];
+          w[b] = weights ? weights[r + b * rows_at_once] : 1.0;
         }
-    }
-    for (; r < r1; ++r) add(labels[r], *reinterpret_cast<const V*>(x + r * d + j), weights ? weights[r] : 1.0);
-    for (std::int64_t c = 0; c < k; ++c)
 #pragma unroll
-      for (int i = 0; i < N; ++i) add_fixed(hi + c * d + j + i, lo + c * d + j + i, mine[c * N * kThreads + i]);
+        for (int b = 0; b < kBatch; ++b) add(l[b], v[b], w[b]);
+      }
+      for (; r < r1; r += rows_at_once) add(labels[r], row_of(r), weights ? weights[r] : 1.0);
+    }
+    __syncthreads();
+    for (std::int64_t e = threadIdx.x; e < plane; e += kBinThreads) {
+      const std::int64_t c = e / width, col = slice0 + e % width;
+      if (col < d) add_fixed(hi + c * d + col, lo + c * d + col, bin_sum(bins + e, plane));
+    }
+    __syncthreads();  // the flush has read the words before they are zeroed again
   }
 }
 
@@ -148,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restri
       flush();
       run = label;
     }
-    add_fixed_row<T, N>(acc, 1, v, w, f);
+    add_fixed_row<T, N>(acc, v, w, f);
   };
   std::int64_t p = p0;
   for (; p + kBatch <= p1; p += kBatch) {
@@ -266,9 +279,29 @@ int bits_for(std::int64_t k) {
   return bits;
 }
 
-/// Shared memory of stream_sums_kernel: k x (columns per block) 64-bit integers.
-std::size_t stream_smem(std::int64_t k, int vec) {
-  return static_cast<std::size_t>(k) * static_cast<std::size_t>(vec) * kThreads * sizeof(long long);
+/// A binned block's shape for k clusters of d columns read in vectors of `vec` elements: C threads a row
+/// (a power of two: the smallest that covers a row, or the most whose k x C x vec sums fit kBinSmem),
+/// the column slices, and the shared memory. threads_per_row 0: not even one vector's sums fit.
+struct BinLayout {
+  int threads_per_row = 0;
+  std::int64_t slices = 0;
+  std::size_t smem = 0;
+};
+BinLayout bin_layout(std::int64_t k, std::int64_t d, int vec) {
+  const auto smem = [&](std::int64_t c) {
+    return static_cast<std::size_t>(k * c * vec) * kBinWords * sizeof(unsigned);
+  };
+  if (smem(1) > kBinSmem) return {};
+  const std::int64_t vectors = d / vec;  // a row's
+  int c = 1;
+  while (c < kBinThreads && c < vectors && smem(2 * c) <= kBinSmem) c *= 2;
+  return {c, (vectors + c - 1) / c, smem(c)};
+}
+
+template <class T>
+const void* binned_kernel(int vec) {
+  return vec > 1 ? reinterpret_cast<const void*>(&binned_sums_kernel<T, kVecOf<T>>)
+                 : reinterpret_cast<const void*>(&binned_sums_kernel<T, 1>);
 }
 
 }  // namespace
@@ -283,23 +316,28 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
   counts_ = device_array<int>(k);
   counts_host_ = PinnedBuffer<int>(static_cast<std::size_t>(k));
   sms_ = multiprocessors();
-  if ((sums == Sums::automatic && k <= kStreamMaxK) || sums == Sums::streamed) {
-    // Row ranges: enough blocks for one full wave of resident blocks (shared memory bounds them). Each
-    // range adds k x d sums to the global ones per kFlushRows rows; where those atomics would exceed
-    // kMaxFlushFraction of the bytes of X (few points), the sorted path is used instead.
-    const std::size_t smem = stream_smem(k, vec_);
-    const void* fn = vec_ > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, kVecOf<T>>)
-                              : reinterpret_cast<const void*>(&stream_sums_kernel<T, 1>);
-    SKINNY_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    int per_sm = 0;
-    SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, smem));
-    const std::int64_t slices = (d / vec_ + kThreads - 1) / kThreads;
-    ranges_ = std::max<std::int64_t>(1, std::min<std::int64_t>(n, std::max(1, per_sm) * sms_ / slices));
-    const double flushes = double(ranges_) + double(n) / double(kFlushRows);
-    const double flush_fraction = flushes * double(k) * 2 * sizeof(u64) / (double(n) * sizeof(T));
-    streaming_ = sums == Sums::streamed || flush_fraction <= kMaxFlushFraction;
+  // The flushes' integer atomics as a fraction of the bytes of X, for `ranges` row ranges that each add
+  // k x d sums to the global ones once and then per kFlushRows rows.
+  const auto flush_fraction = [&](std::int64_t ranges) {
+    const double flushes = double(ranges) + double(n) / double(kFlushRows);
+    return flushes * double(k) * 2 * sizeof(u64) / (double(n) * sizeof(T));
+  };
+  if (sums != Sums::sorted) {
+    // Binned where rows are narrow and k x d small (then the sort costs more than the atomics), k x (a
+    // slice of columns) fits and the flushes of kBinBlocksPerSm blocks per SM stay cheap.
+    const BinLayout bins = bin_layout(k, d, vec_);
+    if (bins.threads_per_row == 0 && sums == Sums::binned)
+      throw std::invalid_argument("Updater: binned sums need k x " + std::to_string(vec_) + " sums of 12 bytes in " +
+                                  std::to_string(kBinSmem) + " bytes of shared memory; k = " + std::to_string(k));
+    const std::int64_t slices = std::max<std::int64_t>(1, bins.slices);
+    const std::int64_t ranges = std::max<std::int64_t>(1, std::min<std::int64_t>(n, kBinBlocksPerSm * sms_ / slices));
+    if (sums == Sums::binned || (bins.threads_per_row > 0 && d <= kBinMaxD && k * d <= kBinMaxSums &&
+                                 flush_fraction(ranges) <= kMaxBinFlushFraction)) {
+      way_ = Sums::binned;
+      ranges_ = ranges;
+      return;
+    }
   }
-  if (streaming_) return;
   keys_ = device_array<std::int32_t>(n);
   keys_out_ = device_array<std::int32_t>(n);
   perm_ = device_array<std::int32_t>(n);
@@ -355,22 +393,23 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
   const double* scale = scale_.data();
   // Vector loads when every row starts aligned (d a multiple of the vector and x aligned).
   const int vec = reinterpret_cast<std::uintptr_t>(x) % (sizeof(T) * kVecOf<T>) == 0 ? vec_ : 1;
-  const std::int64_t slices = (d_ / vec + kThreads - 1) / kThreads;
-  if (streaming_) {
+  if (way_ == Sums::binned) {
+    // The layout of this call's vectors (unaligned x reads single elements); ranges_ as planned.
+    const BinLayout bins = bin_layout(k_, d_, vec);
     const std::int64_t rows_per_range = (rows + ranges_ - 1) / ranges_;
-    const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range), static_cast<unsigned>(slices));
-    const std::size_t smem = stream_smem(k_, vec);
+    const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range),
+                    static_cast<unsigned>(bins.slices));
     // The shared-memory limit is the kernel's, not this updater's: another updater (of other k or
     // vectors) may have set it since the constructor, so it is set for this launch.
-    const void* fn = vec > 1 ? reinterpret_cast<const void*>(&stream_sums_kernel<T, kVecOf<T>>)
-                             : reinterpret_cast<const void*>(&stream_sums_kernel<T, 1>);
-    SKINNY_CUDA_TRY(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(binned_kernel<T>(vec), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(bins.smem)));
     if (vec > 1)
-      stream_sums_kernel<T, kVecOf<T>><<<grid, kThreads, smem, stream>>>(x, rows, d_, labels, weights, k_,
-                                                                               rows_per_range, scale, hi, lo);
+      binned_sums_kernel<T, kVecOf<T>><<<grid, kBinThreads, bins.smem, stream>>>(
+          x, rows, d_, labels, weights, k_, bins.threads_per_row, rows_per_range, scale, hi, lo);
     else
-      stream_sums_kernel<T, 1><<<grid, kThreads, smem, stream>>>(x, rows, d_, labels, weights, k_, rows_per_range,
-                                                                 scale, hi, lo);
+      binned_sums_kernel<T, 1><<<grid, kBinThreads, bins.smem, stream>>>(x, rows, d_, labels, weights, k_,
+                                                                         bins.threads_per_row, rows_per_range, scale,
+                                                                         hi, lo);
     SKINNY_CHECK_LAUNCH();
   } else {
     // Points sorted by label (the sums do not depend on the order within a cluster).
@@ -380,6 +419,7 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
     SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_temp_.data(), sort_temp_bytes_, keys_.data(), keys_out_.data(),
                                                     perm_in_.data(), perm_.data(), static_cast<int>(rows), 0,
                                                     bits_for(k_), stream));
+    const std::int64_t slices = (d_ / vec + kThreads - 1) / kThreads;
     const dim3 grid(static_cast<unsigned>((rows + kPiece - 1) / kPiece), static_cast<unsigned>(slices));
     if (vec > 1)
       sorted_sums_kernel<T, kVecOf<T>><<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(),

@@ -270,8 +270,8 @@ TEST_F(KmeansGpu, FewClustersMatchExactDistances) {
   }
 }
 
-/// Both ways of forming the cluster sums (streamed in row order, sorted by label) give the means and
-/// the shift computed in double on the CPU, on column counts that are not multiples of a block's slice,
+/// Both ways of forming the cluster sums (binned in row order, sorted by label) give the means
+/// and the shift computed in double on the CPU, on column counts that are not multiples of a block's slice,
 /// with and without weights.
 template <class T>
 void update_matches_cpu(typename detail::Updater<T>::Sums sums, std::int64_t n, std::int64_t d, std::int64_t k,
@@ -297,7 +297,7 @@ void update_matches_cpu(typename detail::Updater<T>::Sums sums, std::int64_t n, 
   dnew.copy_from(std::vector<T>(static_cast<std::size_t>(k * d), T(NAN)));
   Context& ctx = shared_context();
   detail::Updater<T> updater(n, d, k, sums);
-  EXPECT_EQ(updater.streaming(), sums == detail::Updater<T>::Sums::streamed);
+  EXPECT_EQ(updater.way(), sums);
   updater.set_scales(updater.column_max_abs(dx.data(), n, weights, ctx.stream()), weighted);
   const double shift = updater.update(dx.data(), weights, dlabels.data(), dmin.data(), dcounts.data(), dold.data(),
                                       dnew.data(), ctx.stream());
@@ -316,21 +316,39 @@ void update_matches_cpu(typename detail::Updater<T>::Sums sums, std::int64_t n, 
   EXPECT_NEAR(want_shift, shift, tolerance * want_shift) << where;
 }
 
-TEST_F(KmeansGpu, StreamedAndSortedUpdatesGiveTheMeans) {
+TEST_F(KmeansGpu, BinnedAndSortedUpdatesGiveTheMeans) {
   using F = detail::Updater<float>;
   using D = detail::Updater<double>;
   for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5003, 37, 16}, {3001, 1000, 3},
                                {40, 4, 16}}) {
     for (const bool weighted : {false, true}) {
-      update_matches_cpu<float>(F::Sums::streamed, n, d, k, 1e-6, weighted);
-      update_matches_cpu<float>(F::Sums::sorted, n, d, k, 1e-6, weighted);
-      update_matches_cpu<double>(D::Sums::streamed, n, d, k, 1e-14, weighted);
-      update_matches_cpu<double>(D::Sums::sorted, n, d, k, 1e-14, weighted);
+      for (const auto sums : {F::Sums::binned, F::Sums::sorted})
+        update_matches_cpu<float>(sums, n, d, k, 1e-6, weighted);
+      for (const auto sums : {D::Sums::binned, D::Sums::sorted})
+        update_matches_cpu<double>(sums, n, d, k, 1e-14, weighted);
     }
   }
+  // Binned: k x d sums wider than a block's shared memory (two slices, the second partly past d); more rows
+  // than the ranges take before a flush (several flushes per block); single columns.
+  update_matches_cpu<float>(F::Sums::binned, 20011, 20, 300, 1e-6, true);
+  update_matches_cpu<double>(D::Sums::binned, 20011, 20, 300, 1e-14);
+  update_matches_cpu<float>(F::Sums::binned, 1100003, 2, 40, 1e-6);
+  update_matches_cpu<double>(D::Sums::binned, 7, 1, 1, 1e-14, true);
 }
 
-/// The sums are exact integers: streamed or sorted, in one call or in uneven parts, the new centroids
+/// Binned sums refuse a k whose sums for one vector of columns do not fit a block's shared memory; the
+/// automatic choice takes them for narrow rows with many points, the sort otherwise.
+TEST_F(KmeansGpu, BinnedSumsWhereTheyFitAndPay) {
+  using F = detail::Updater<float>;
+  EXPECT_THROW(F(1000, 8, 1 << 20, F::Sums::binned), std::invalid_argument);
+  EXPECT_EQ(F(1000, 8, 1 << 20).way(), F::Sums::sorted);
+  EXPECT_EQ(F(1 << 20, 16, 128).way(), F::Sums::binned);
+  EXPECT_EQ(F(1 << 20, 2, 1024).way(), F::Sums::binned);
+  EXPECT_EQ(F(1 << 20, 128, 128).way(), F::Sums::sorted);
+  EXPECT_EQ(F(1000, 16, 128).way(), F::Sums::sorted);  // few points: the flushes would cost more than the read
+}
+
+/// The sums are exact integers: binned or sorted, in one call or in uneven parts, the new centroids
 /// are the same bits (what lets chunks of a stream and shards on several GPUs agree with one GPU).
 template <class T>
 void sums_do_not_depend_on_the_split(std::int64_t n, std::int64_t d, std::int64_t k) {
@@ -350,7 +368,7 @@ void sums_do_not_depend_on_the_split(std::int64_t n, std::int64_t d, std::int64_
   DeviceBuffer<double> dw(w);
   const cudaStream_t stream = shared_context().stream();
   std::vector<std::vector<T>> results;
-  for (const Sums sums : {Sums::streamed, Sums::sorted})
+  for (const Sums sums : {Sums::binned, Sums::sorted})
     for (const std::int64_t parts : {1, 3}) {
       detail::Updater<T> updater(n, d, k, sums);
       updater.set_scales(updater.column_max_abs(dx.data(), n, dw.data(), stream), true);
@@ -414,10 +432,10 @@ void update_relocates(typename detail::Updater<T>::Sums sums) {
 }
 
 TEST_F(KmeansGpu, UpdatesRelocateToEmptyClusters) {
-  update_relocates<float>(detail::Updater<float>::Sums::streamed);
-  update_relocates<float>(detail::Updater<float>::Sums::sorted);
-  update_relocates<double>(detail::Updater<double>::Sums::streamed);
-  update_relocates<double>(detail::Updater<double>::Sums::sorted);
+  using F = detail::Updater<float>;
+  using D = detail::Updater<double>;
+  for (const auto sums : {F::Sums::binned, F::Sums::sorted}) update_relocates<float>(sums);
+  for (const auto sums : {D::Sums::binned, D::Sums::sorted}) update_relocates<double>(sums);
 }
 
 /// The deterministic device sum behind the inertia and the shift, on one block and on two passes.
