@@ -24,8 +24,8 @@
 //    stages come by cp.async, every thread copying its slots; wgmma's by the TMA, one thread queueing the
 //    points' and the centres' boxes (the same swizzle) and the stage's mbarrier counting their bytes: the
 //    copies' instructions had bound the kernel (distances at 1M x 128, k = 1024: 1.12 ms, 1.50 by cp.async).
-//    Rows under 32 bytes (d = 2 to 7 float) are the exception: a box is then mostly zero fill, and cp.async
-//    stages take half the TMA's time.
+//    Rows under 32 bytes (d = 2 to 7 float) with up to 1024 centres are the exception: cp.async stages
+//    take half the TMA's time there (a box is then mostly zero fill), but more at k >= 2048.
 //    The pipeline runs across tile boundaries. The centres' parts are prepared once per call
 //    (centre_parts_kernel), so the ring holds them ready; float points are split as fragments are read.
 //  * Fragments come from shared memory by ldmatrix.x4 (four 8 x 8 matrices of 16-byte rows, already in the
@@ -82,7 +82,12 @@ struct Warps {
   static_assert(m * n * 32 == kThreads, "8 warps");
 };
 constexpr int kMaxWarpsN = 2;  ///< the most warp columns of either layout (the per-row scratch's width)
-constexpr std::int64_t kTmaMinRowBytes = 32;  ///< wgmma: narrower rows of X are staged by cp.async
+/// wgmma: rows of X narrower than this are staged by cp.async where k is at most kNarrowCpAsyncMaxK. H200,
+/// 1M points, fast, distances ms per iteration, TMA / cp.async: d = 2, k = 128 0.27 / 0.14, k = 1024 0.88 /
+/// 0.72, k = 2048 1.32 / 1.37, k = 8192 4.30 / 5.33; d = 8 half, k = 128 0.27 / 0.14; d = 8 float (32
+/// bytes), k = 128 0.13 / 0.14 (bench/results/h200/2026-11-28_narrow-rows-and-binned-sums).
+constexpr std::int64_t kTmaMinRowBytes = 32;
+constexpr std::int64_t kNarrowCpAsyncMaxK = 1024;
 
 /// The ring's shape for points of type T and the products `exact` asks for.
 template <class T, bool kExact>
@@ -243,7 +248,7 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// term (instances of their own: the plain kernel does no such work, and the fault's code costs registers
 /// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
 /// of ExactMethod::fast_then_recheck). kWgmma: one product per term through Hopper's wgmma (sm_90a) instead
-/// of mma.sync; kTma: its stages loaded by the TMA, else by cp.async (rows under kTmaMinRowBytes).
+/// of mma.sync; kTma: its stages loaded by the TMA, else by cp.async (narrow rows, kTmaMinRowBytes).
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
   static_assert(!(kWgmma && kExact), "wgmma takes one product per term");
@@ -927,11 +932,10 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
            a.fault_col, a.fault_bit, a.fault_values};
   // The TMA's coordinates are 32-bit: more rows than that take mma.sync.
   const bool wgmma = !kExact && nearest_uses_wgmma(ctx) && m <= INT_MAX - BM && a.k <= INT_MAX - BN;
-  // Rows under 32 bytes take cp.async: H200, 1M points, k = 128, fast, distances per iteration: d = 2 float
-  // 0.27 ms by the TMA, 0.14 by cp.async, d = 8 half 0.27 / 0.14; at 32 bytes (d = 8 float, d = 16 half) the
-  // TMA is ahead, 0.13 / 0.14 (bench/results/h200/2026-11-28_narrow-rows).
-  // A kernel of its own, not a runtime switch: that cost the TMA path 3 % (d = 16, k = 1024).
-  const bool tma = wgmma && a.d * static_cast<std::int64_t>(sizeof(T)) >= kTmaMinRowBytes;
+  // Narrow rows with up to kNarrowCpAsyncMaxK centres take cp.async stages, in a kernel of their own (as a
+  // runtime switch it cost the TMA path 3 %, d = 16, k = 1024).
+  const bool narrow = a.d * static_cast<std::int64_t>(sizeof(T)) < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
+  const bool tma = wgmma && !narrow;
   if (tma) {
     p.x_map = stage_map<T>(x, a.d, m, ldx);
     p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi);
