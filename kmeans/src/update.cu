@@ -67,8 +67,8 @@ __device__ __forceinline__ void bin_add(unsigned* words, std::int64_t plane, lon
   atomicAdd(words + 2 * plane, static_cast<unsigned>(q) & 0xfffffu);
 }
 __device__ __forceinline__ long long bin_sum(const unsigned* words, std::int64_t plane) {
-  return (static_cast<long long>(static_cast<int>(words[0])) << 40) + (static_cast<long long>(words[plane]) << 20) +
-         static_cast<long long>(words[2 * plane]);
+  return static_cast<long long>(static_cast<int>(words[0])) * (1LL << 40) +
+         static_cast<long long>(words[plane]) * (1LL << 20) + static_cast<long long>(words[2 * plane]);
 }
 
 /// Binned: block (range, slice) adds the rows of its range to their clusters' sums over the slice's
@@ -388,6 +388,7 @@ void Updater<T>::begin(cudaStream_t stream) {
 template <class T>
 void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_t* labels, std::int64_t rows,
                             cudaStream_t stream) {
+  if (rows == 0) return;  // an empty part adds nothing (and would launch empty grids)
   u64* hi = sums_.data();
   u64* lo = hi + k_ * d_;
   const double* scale = scale_.data();
