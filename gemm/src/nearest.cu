@@ -17,7 +17,13 @@
 //    through descriptors (its rows are 128 bytes, swizzled as wgmma's 128-byte mode expects), 4 k-steps
 //    per stage, left running while the next stage is waited for (two blocks per SM interleave; a 6-stage
 //    ring with one block per SM was slower). Each warp then holds 16 rows x 128 columns, in mma.sync's
-//    fragment order.
+//    fragment order. Float's exact products take wgmma too: per k-step x^ c_hi and x^ c_lo from the ring
+//    (x^ the point truncated to TF32 by the tensor cores) and x_lo c_hi with x_lo = x - x^ rounded to TF32,
+//    from registers (the warp's rows by ldmatrix), all into the running sums (the tensor cores add by
+//    truncation: at d = 1000 the distances' error reached 8.6 float epsilons of ||x||^2 + max ||c||^2, 0.135
+//    of the tests' bound). 16-bit exact products, and exact products with row sums, stay on mma.sync.
+//    H200, 2^20 blobs, distances ms per iteration, three products mma.sync / wgmma: d = 128, k = 1024
+//    4.37 / 2.15; d = 512 16.9 / 8.25; d = 16 1.37 / 0.82; d = 2 1.39 / 1.00.
 //  * Both operands stream through a ring of 16-byte slots (8 per row and stage: 32 floats or 64 16-bit
 //    elements; 4 for 16-bit exact products, whose centres take three slots each), one barrier per stage;
 //    three stages where a stage is at most 32 KB (two blocks per SM still fit), otherwise two. mma.sync's
@@ -133,7 +139,7 @@ struct Params {
   float* fault_values;
   /// wgmma's TMA stages: the points (n x d, ldx) and the centre part (k x d, ldi) as TMA tensors of stage
   /// boxes.
-  CUtensorMap x_map, c_map;
+  CUtensorMap x_map, c_map, c_lo_map;  ///< c_lo_map: exact, the centres' TF32 low halves
 };
 
 /// Float bits mapped so that unsigned order is float order (finite values and infinities).
@@ -247,11 +253,12 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// term (Math). kRowSums: also adds each point's cross terms into p.row_sums; kFault: and flips p's faulty
 /// term (instances of their own: the plain kernel does no such work, and the fault's code costs registers
 /// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
-/// of ExactMethod::fast_then_recheck). kWgmma: one product per term through Hopper's wgmma (sm_90a) instead
-/// of mma.sync; kTma: its stages loaded by the TMA, else by cp.async (narrow rows, kTmaMinRowBytes).
+/// of ExactMethod::fast_then_recheck). kWgmma: Hopper's wgmma (sm_90a) instead of mma.sync (one product per
+/// term, or float's three); kTma: its stages loaded by the TMA, else by cp.async (narrow rows,
+/// kTmaMinRowBytes).
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
-  static_assert(!(kWgmma && kExact), "wgmma takes one product per term");
+  static_assert(!(kWgmma && kExact) || std::is_same_v<T, float>, "wgmma's exact products: float points only");
   static_assert(kWgmma || !kTma, "the TMA feeds wgmma's stages");
   using R = Ring<T, kExact>;
   constexpr int CH = R::ch, kStages = R::stages;
@@ -301,9 +308,12 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     if constexpr (kTma) {  // one thread: the points' and the centres' boxes, zeros past the edges
       if (tid == 0) {
         uint4* stage = ring + buf * R::slots;
-        mbarrier_expect_bytes(stage_full + buf, (BM + BN) * CH * 16);
+        mbarrier_expect_bytes(stage_full + buf, (BM + R::parts * BN) * CH * 16);
         tma_load_2d(stage, &p.x_map, next_k * R::bk, static_cast<int>(row0), stage_full + buf);
         tma_load_2d(stage + BM * CH, &p.c_map, next_k * R::bk, static_cast<int>(tile * BN), stage_full + buf);
+        if constexpr (R::parts == 2)  // exact: the centres' low halves
+          tma_load_2d(stage + (BM + BN) * CH, &p.c_lo_map, next_k * R::bk, static_cast<int>(tile * BN),
+                      stage_full + buf);
       }
     } else {  // every thread its slots
       const std::int64_t kofs = static_cast<std::int64_t>(next_k) * R::bk + piece * R::elems;
@@ -370,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   const std::uint32_t a_lane = 16u * ((wm * (BM / WARPS_M) + (lmat & 1) * 8 + lrow) * CH);
   const std::uint32_t b_lane = 16u * ((BM + wn * (BN / WARPS_N) + lrow) * CH);  // the centres follow the points
   const int a_mask = (lmat >> 1) ^ lswz, b_mask = lmat ^ lswz;
-  if constexpr (kWgmma) {
+  if constexpr (kTma) {  // the stages' mbarriers (cp.async stages wait at the block barrier instead)
     if (tid == 0)
       for (int s = 0; s < kStages; ++s) mbarrier_init(stage_full + s, 1);
     __syncthreads();
@@ -398,10 +408,31 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       // left running while the next stage is waited for; the previous stage's are complete before the
       // barrier below frees its slot for copying into.
       const std::uint32_t a_tile = base + 16u * ((warp / 4) * 64 * CH), b_tile = base + 16u * (BM * CH);
+      // Exact: x c = x^ c_hi + x^ c_lo + x_lo c_hi, x^ the point as the tensor cores read it from shared
+      // memory (truncated to TF32), x_lo = x - x^ (exact in float) rounded to TF32, from registers: this
+      // warp's 16 rows by ldmatrix, as mma.sync's fragments (one k-step per fragment).
+      std::uint32_t x_lo[kExact ? CH / 2 : 1][4];
+      if constexpr (kExact) {
+#pragma unroll
+        for (int kk = 0; kk < CH / 2; ++kk) {
+          const uint4 a = ldmatrix_x4(base + a_lane + 16u * ((2 * kk) ^ a_mask));
+          const std::uint32_t bits[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            x_lo[kk][e] = tf32_rounded_bits(
+                __float_as_uint(__uint_as_float(bits[e]) - __uint_as_float(tf32_truncated_bits(bits[e]))));
+        }
+      }
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < CH / 2; ++kk)
-        wgmma_m64n128<T>(acc[0], wgmma_descriptor(a_tile + 32u * kk), wgmma_descriptor(b_tile + 32u * kk));
+      for (int kk = 0; kk < CH / 2; ++kk) {
+        const std::uint64_t a_desc = wgmma_descriptor(a_tile + 32u * kk), b_desc = wgmma_descriptor(b_tile + 32u * kk);
+        if constexpr (kExact) {  // the small terms first
+          wgmma_m64n128_tf32_regs(acc[0], x_lo[kk], b_desc);
+          wgmma_m64n128<T>(acc[0], a_desc, wgmma_descriptor(b_tile + 16u * (BN * CH) + 32u * kk));
+        }
+        wgmma_m64n128<T>(acc[0], a_desc, b_desc);
+      }
       wgmma_commit();
       wgmma_wait<1>();
     }
@@ -930,8 +961,12 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
            static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
            a.fault_col, a.fault_bit, a.fault_values};
-  // The TMA's coordinates are 32-bit: more rows than that take mma.sync.
-  const bool wgmma = !kExact && nearest_uses_wgmma(ctx) && m <= INT_MAX - BM && a.k <= INT_MAX - BN;
+  // wgmma takes one product per term, and float's three exact ones unless row sums are asked for: they sum
+  // by truncation over all of d, a bias the protection's per-point check of exact terms does not model
+  // (kmeans/src/protect.hpp); 16-bit exact products, whose ring rows are 64 bytes, take mma.sync. The TMA's
+  // coordinates are 32-bit: more rows than that take mma.sync.
+  constexpr bool kWgmma = !kExact || (std::is_same_v<T, float> && !kRowSums);
+  const bool wgmma = kWgmma && nearest_uses_wgmma(ctx) && m <= INT_MAX - BM && a.k <= INT_MAX - BN;
   // Narrow rows with up to kNarrowCpAsyncMaxK centres take cp.async stages, in a kernel of their own (as a
   // runtime switch it cost the TMA path 3 %, d = 16, k = 1024).
   const bool narrow = a.d * static_cast<std::int64_t>(sizeof(T)) < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
@@ -939,9 +974,10 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   if (tma) {
     p.x_map = stage_map<T>(x, a.d, m, ldx);
     p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi);
+    if (R::parts == 2) p.c_lo_map = stage_map<T>(c.parts + c.part_stride, a.d, a.k, c.ldi);
   }
-  const auto kernel = tma     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, !kExact, !kExact>
-                      : wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, !kExact, false>
+  const auto kernel = tma     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kWgmma>
+                      : wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, false>
                               : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
   const std::size_t smem = wgmma ? R::smem_wgmma : R::smem;
   SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));

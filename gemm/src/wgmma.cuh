@@ -1,6 +1,6 @@
 // Hopper's warpgroup matrix multiply (wgmma, sm_90a) for the fused nearest-centre kernel: a warpgroup
 // (4 consecutive warps, 128 threads) multiplies a 64-row tile of A by a 128-row tile of B, both read from
-// shared memory through descriptors, into 64 float accumulators per thread.
+// shared memory through descriptors (or A from registers, TF32), into 64 float accumulators per thread.
 //
 // The tiles are K-major with 128-byte rows swizzled as the hardware's 128-byte mode expects: 16-byte chunk
 // c of row r is stored at chunk c ^ (r % 8), and each group of 8 rows (1024 bytes) starts 1024-byte aligned
@@ -156,6 +156,21 @@ __device__ __forceinline__ void wgmma_m64n128(float (&d)[16][4], std::uint64_t a
   }
 #else
   __trap();  // the host runs these only where wgmma_compiled says so
+#endif
+}
+
+/// d += A B^T as wgmma_m64n128<float>, with this warp's 16 rows of A (one k-step of 8 TF32 elements) from
+/// registers: a[0] row g, inner t; a[1] row g + 8, inner t; a[2], a[3] the same at inner t + 4 (mma.sync's
+/// m16n8k8 A fragment). The registers must stay unchanged until the wgmma completes.
+__device__ __forceinline__ void wgmma_m64n128_tf32_regs(float (&d)[16][4], const std::uint32_t (&a)[4],
+                                                        std::uint64_t b) {
+#ifdef SKINNY_WGMMA
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D
+               ", {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+               : SKINNY_WGMMA_D_OPERANDS(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+#else
+  __trap();
 #endif
 }
 

@@ -95,9 +95,10 @@ struct NearestArguments {
 /// capability >= 8.0 (TF32, half and bfloat16 tensor cores).
 Support nearest_can_implement(const Context& ctx, const NearestArguments& args);
 
-/// Whether one product per term (Math::fast, and the first pass of fast_then_recheck) runs on Hopper's
-/// warpgroup MMA (wgmma) on ctx's device, rather than on mma.sync: a compute capability 9.0 device and a
-/// library built for it (CUDA architectures 90, which the build compiles as 90a for this kernel).
+/// Whether one product per term (Math::fast, and the first pass of fast_then_recheck) and float points'
+/// exact products run on Hopper's warpgroup MMA (wgmma) on ctx's device, rather than on mma.sync: a
+/// compute capability 9.0 device and a library built for it (CUDA architectures 90, which the build
+/// compiles as 90a for this kernel).
 /// SKINNY_NEAREST_WGMMA=0 in the environment turns it off (for comparisons). The first call on a device
 /// runs a one-thread kernel to ask.
 bool nearest_uses_wgmma(const Context& ctx);
