@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -90,11 +91,19 @@ void check_params(const Params& p) {
     throw std::invalid_argument("kmeans: init_rounds = " + std::to_string(p.init_rounds) + " must be >= 1");
 }
 
-/// From this many clusters on, Algo::automatic computes distances and argmin in one fused tensor-core
+/// From this many float clusters on, Algo::automatic computes distances and argmin in one fused tensor-core
 /// kernel (gemm::nearest): the cross term is then compute bound, and the n x k distances need not be
-/// written and read back. Its fast (one TF32 product) form pays from fewer clusters.
-constexpr std::int64_t kFusedMinClusters = 128;
-constexpr std::int64_t kFusedFastMinClusters = 32;
+/// written and read back. Exact products pay from 32 clusters where they run on wgmma (Hopper), from 128 on
+/// mma.sync; rows under 8 floats from 16 clusters in either mode, where the GEMM's distances are slow. H200,
+/// 2^20 blobs, ms per iteration, fused / GEMM and argmin (bench/results/h200/2026-11-28_exact-wgmma):
+/// exact d = 16, k = 16 0.295 / 0.234, k = 32 0.290 / 0.388, k = 64 0.301 / 0.648; d = 128, k = 16 0.854 /
+/// 0.571, k = 32 0.670 / 0.797; d = 512, k = 32 1.89 / 1.83, k = 64 1.87 / 2.77; fast d = 2, k = 8 0.225 /
+/// 0.238, k = 16 0.216 / 0.403; d = 4, k = 8 0.232 / 0.153, k = 16 0.245 / 0.410; d = 16, k = 16 0.250 /
+/// 0.229.
+constexpr std::int64_t kFusedMinClusters = 32;
+constexpr std::int64_t kFusedMmaSyncExactMinClusters = 128;
+constexpr std::int64_t kFusedNarrowMinClusters = 16;
+constexpr std::int64_t kFusedNarrowMaxDims = 7;
 
 /// Float points in fast mode with many clusters of many dimensions: cuBLAS's TF32 GEMM (Hopper's wgmma) and
 /// then the argmin beat the fused kernel (mma.sync), though they write and read the n x k cross terms. Their
@@ -179,6 +188,15 @@ bool nearest_reads_natively(const Context& ctx, const T* x, std::int64_t n, std:
          (copy_allowed && fits_in_free_memory(static_cast<std::size_t>(n * nearest_row<T>(d)) * sizeof(T)));
 }
 
+/// The fewest float clusters for which Algo::automatic takes the fused kernel (the rule above).
+/// SKINNY_KMEANS_FUSED_MIN_K overrides it (for benchmarks of the crossover).
+std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math math) {
+  if (const char* forced = std::getenv("SKINNY_KMEANS_FUSED_MIN_K")) return std::max<std::int64_t>(1, std::atoll(forced));
+  if (d <= kFusedNarrowMaxDims) return kFusedNarrowMinClusters;
+  const bool wgmma = math == gemm::Math::fast || gemm::nearest_uses_wgmma(ctx);
+  return wgmma ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;
+}
+
 /// How the assignment reaches gemm::nearest: not at all (a GEMM through the backend, then the argmin), on
 /// X's rows in their own type (X itself or its padded copy), or on 16-bit rows widened to float.
 enum class NearestRoute { none, native, widened };
@@ -192,9 +210,7 @@ NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::
   if constexpr (std::is_same_v<T, double>) {
     return NearestRoute::none;
   } else {
-    const std::int64_t min_k = detail::is_16bit<T>          ? 1
-                               : math == gemm::Math::fast ? kFusedFastMinClusters
-                                                          : kFusedMinClusters;
+    const std::int64_t min_k = detail::is_16bit<T> ? 1 : fused_min_clusters(ctx, d, math);
     if (backend != gemm::Algo::automatic || k < min_k || tf32_gemm_pays<T>(d, k, math)) return NearestRoute::none;
     if (nearest_reads_natively(ctx, x, n, d, k, copy_allowed)) return NearestRoute::native;
     if (detail::is_16bit<T> && nearest_runs<T>(ctx, n, d, k, false)) return NearestRoute::widened;

@@ -1,6 +1,7 @@
 // K-means on the GPU against the CPU reference and against known blobs, for every backend that can do
 // the shape, in float and double.
 #include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/nearest.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
 #include "../../kmeans/src/detail.hpp"
@@ -123,6 +124,14 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d + 1, k, gemm::Algo::automatic));  // a padded copy
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::cublas));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, 16, gemm::Algo::automatic));
+  // Exact products from 32 clusters where they run on wgmma (Hopper), from 128 on mma.sync; rows under 8
+  // floats from 16 clusters in both modes.
+  const bool wgmma = gemm::nearest_uses_wgmma(ctx);
+  EXPECT_EQ(wgmma, "nearest" == distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic));
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic));
+  EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, 2, 16, gemm::Algo::automatic));
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 7, 16, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, 2, 15, gemm::Algo::automatic));
   // From the true centres (k-means++ may settle in a local optimum with 130 clusters, on any backend).
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 9);
   Params p;

@@ -1,6 +1,7 @@
 // Params::protect on the GPU: clean fits see no fault and give the unprotected result; an injected fault
 // above its bound is detected and recomputed, and the fit ends exactly as the clean protected fit.
 #include <skinny/gemm/device_buffer.hpp>
+#include <skinny/gemm/nearest.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 #include <skinny/kmeans/stream.hpp>
 
@@ -14,6 +15,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -64,10 +66,21 @@ ProtectionReport clean_fit_equals_unprotected(std::int64_t n, std::int64_t d, in
   if (k > 1) EXPECT_GT(guarded.protection.max_clean_ratio, 0) << shape;  // one centroid is its own checksum
   EXPECT_LT(guarded.protection.max_clean_ratio, 1) << shape;
   // Separated blobs (no point near a tie) or exact labels: the other GEMM shape (k + 1 columns) or the
-  // re-check gives the same labels.
-  EXPECT_EQ(plain.labels, guarded.labels) << shape;
-  EXPECT_EQ(plain.n_iter, guarded.n_iter) << shape;
-  EXPECT_NEAR(plain.inertia, guarded.inertia, 1e-6 * plain.inertia) << shape;
+  // re-check gives the same labels. Except for float in exact mode on Hopper: there the unprotected fit's
+  // exact products run on wgmma, the protected fit's on mma.sync (their per-point check is calibrated for
+  // its sums); both float-accurate, the two can part at a near tie, and the fits after it.
+  const bool same_exact_products = !(std::is_same_v<T, float> && math == gemm::Math::exact &&
+                                     backend == gemm::Algo::automatic && gemm::nearest_uses_wgmma(shared_context()));
+  if (same_exact_products) {
+    EXPECT_EQ(plain.labels, guarded.labels) << shape;
+    EXPECT_EQ(plain.n_iter, guarded.n_iter) << shape;
+    EXPECT_NEAR(plain.inertia, guarded.inertia, 1e-6 * plain.inertia) << shape;
+  } else {
+    std::int64_t parted = 0;
+    for (std::size_t i = 0; i < plain.labels.size(); ++i) parted += plain.labels[i] != guarded.labels[i];
+    EXPECT_LE(parted, n / 1000) << shape;
+    EXPECT_NEAR(plain.inertia, guarded.inertia, 1e-5 * plain.inertia) << shape;
+  }
   return guarded.protection;
 }
 

@@ -210,16 +210,16 @@ TEST_F(StreamGpu, PageLockedInputIsCopiedAsItIs) {
 // ---- the GEMM path ----------------------------------------------------------------------------------
 
 TEST_F(StreamGpu, GemmPathInFitsRowChunksGivesFitsBits) {
-  // k = 64 runs the GEMM path (fused from 128 on) with fit's row chunks of 32 MiB / (64 x 4) = 131072
+  // k = 16 runs the GEMM path (fused from 32 on) with fit's row chunks of 32 MiB / (16 x 4) = 524288
   // rows; chunks of exactly that many rows give the GEMMs fit's shapes. fit without its column copy.
-  const std::int64_t rows = detail::chunk_rows(3 * 131072 + 1000, 64, sizeof(float));
-  ASSERT_EQ(rows, 131072);
-  const Data<float> x = blobs<float>(3 * rows + 1000, 8, 64);
+  const std::int64_t rows = detail::chunk_rows(3 * 524288 + 1000, 16, sizeof(float));
+  ASSERT_EQ(rows, 524288);
+  const Data<float> x = blobs<float>(3 * rows + 1000, 8, 16);
   Params p;
-  p.k = 64;
+  p.k = 16;
   p.init = Init::random;
   p.column_copy = false;
-  ASSERT_NE(distance_method<float>(shared_context(), x.device.data(), x.n, x.d, 64, p.backend), "nearest");
+  ASSERT_NE(distance_method<float>(shared_context(), x.device.data(), x.n, x.d, 16, p.backend), "nearest");
   StreamOptions s;
   s.chunk_rows = rows;
   expect_same_as_fit(x, p, s, true, 4);
