@@ -48,7 +48,8 @@
 //    depend on the order blocks finish in.
 //  * Math::exact by ExactMethod::fast_then_recheck: the one-product kernel also keeps each point's second
 //    smallest distance. A point whose best two differ by more than twice a bound on the one-product error
-//    (from ||x||, the largest ||c|| and the arithmetic: CertificateBound) has the exact argmin's label; the
+//    (from ||x||, the centres' own rounding and the arithmetic: CertificateBound) has the exact argmin's
+//    label; float points it leaves are certified again with their own ||x^ - x|| (recertify_kernel); the
 //    others are gathered and run again through the exact kernel.
 #include "kernels/common.cuh"
 #include "tensor_core.cuh"
@@ -174,14 +175,15 @@ __device__ __forceinline__ float from_16bit(T v) {
 /// points, exact: the centre times 2^e, e chosen per centre so its largest element lies in [2^14, 2^15)
 /// (half's low parts then stay clear of its subnormals), as hi + mid + lo, each the rounding to T of
 /// what the parts before leave; unscale[j] = 2^-e.
-/// largest_norm (one product per term, optional; zero before the call): the largest ||c|| rounded up, as
-/// float bits, or +infinity's when a rounded element is not finite (the certificate then holds for no point).
+/// bounds (one product per term, optional; zeros before the call): [0] the largest ||c||, [1] the largest
+/// ||c^ - c|| (c^ the centre as rounded), each rounded up, as float bits, or +infinity's when a rounded
+/// element is not finite (the certificate then holds for no point).
 template <class T, bool kExact>
 __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restrict__ c, std::int64_t ldc, std::int64_t k,
                                                           std::int64_t d, std::int64_t ldi, T* __restrict__ out,
                                                           std::int64_t part_stride, float* __restrict__ unscale,
                                                           float* __restrict__ rounded_sq_norms,
-                                                          unsigned* __restrict__ largest_norm) {
+                                                          unsigned* __restrict__ bounds) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t j = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; j < k; j += warps) {
@@ -197,7 +199,8 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
       scale = ldexpf(1.f, e);
       if (lane == 0) unscale[j] = ldexpf(1.f, -e);
     }
-    double rounded_sq = 0, sq = 0;  // one product per term: ||c||^2 of the centre as rounded, and as given
+    double rounded_sq = 0, sq = 0;  // one product per term: ||c||^2 of the centre as rounded, and as given,
+    double error_sq = 0;            // ||c^ - c||^2 (each difference and its square exact in double)
     bool finite = true;             // and whether every rounded element is finite
     for (std::int64_t p = lane; p < ldi; p += 32) {
       const float v = p < d ? row[p] * scale : 0.f;
@@ -206,8 +209,12 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
       if constexpr (std::is_same_v<T, float>) {
         const Tf32Pair s = split_tf32(v);
         at[0] = __uint_as_float(s.hi);
-        if constexpr (kExact) at[part_stride] = __uint_as_float(s.lo);
-        else rounded_sq += double(__uint_as_float(s.hi)) * double(__uint_as_float(s.hi));
+        if constexpr (kExact) {
+          at[part_stride] = __uint_as_float(s.lo);
+        } else {
+          rounded_sq += double(__uint_as_float(s.hi)) * double(__uint_as_float(s.hi));
+          error_sq += (double(__uint_as_float(s.hi)) - double(v)) * (double(__uint_as_float(s.hi)) - double(v));
+        }
         finite = finite && isfinite(__uint_as_float(s.hi));
       } else if constexpr (kExact) {
         const T hi = to_16bit<T>(v);
@@ -219,6 +226,7 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
       } else {
         at[0] = to_16bit<T>(v);
         rounded_sq += double(from_16bit(at[0])) * double(from_16bit(at[0]));
+        error_sq += (double(from_16bit(at[0])) - double(v)) * (double(from_16bit(at[0])) - double(v));
         finite = finite && isfinite(from_16bit(at[0]));
       }
     }
@@ -226,13 +234,18 @@ __global__ void __launch_bounds__(256) centre_parts_kernel(const float* __restri
       for (int off = 16; off > 0; off >>= 1) {
         rounded_sq += __shfl_xor_sync(0xffffffffu, rounded_sq, off);
         sq += __shfl_xor_sync(0xffffffffu, sq, off);
+        error_sq += __shfl_xor_sync(0xffffffffu, error_sq, off);
       }
       finite = __all_sync(0xffffffffu, finite);
       if (lane == 0) {
         rounded_sq_norms[j] = static_cast<float>(rounded_sq);
         // Non-negative float bits order as unsigned integers (a NaN norm lands above infinity: no certificate).
-        if (largest_norm)
-          atomicMax(largest_norm, finite ? __float_as_uint(__double2float_ru(__dsqrt_ru(sq))) : 0x7f800000u);
+        // The double sums of d squares are within d 2^-53 of theirs: 2^-20 more covers that.
+        if (bounds) {
+          atomicMax(bounds, finite ? __float_as_uint(__double2float_ru(__dsqrt_ru(sq) * (1 + 0x1p-20))) : 0x7f800000u);
+          atomicMax(bounds + 1,
+                    finite ? __float_as_uint(__double2float_ru(__dsqrt_ru(error_sq) * (1 + 0x1p-20))) : 0x7f800000u);
+        }
       }
     }
   }
@@ -659,8 +672,9 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
 /// the exact distance between the point and centre as the tensor cores take them (x^: float points
 /// truncated to TF32, 16-bit points as they are; c^: centres rounded to TF32, half or bfloat16), shifted by
 /// s = ||x||^2 - ||x^||^2 (the same for every centre) and off by e_j (float sums). Per point:
-///  - r  >= ||x^ - x|| + ||c^_j - c||: u_x ||x|| + u_c M + lin sqrt(d), M the largest ||c||, lin covering
-///    flushed or subnormal elements (half's subnormal centres: 2^-25 each);
+///  - r  >= ||x^ - x|| + ||c^_j - c||: u_x ||x|| (or, re-certifying float points, ||x^ - x|| itself) + the
+///    largest ||c^_j - c_j|| (centre_parts_kernel) + lin sqrt(d), lin a slack for subnormal elements
+///    (half's: 2^-25 each);
 ///  - E  >= |e_j|: the tensor cores' truncating float sums ((d + 16) 2^-23 sum |x^_i c^_i| <= .. ||x|| M^,
 ///    Cauchy-Schwarz), ||c^||^2's rounding and the epilogue's FMA;
 ///  - S  >= |s|: 2 u_x ||x||^2 and the given norm's rounding.
@@ -688,23 +702,41 @@ struct Certificate {
   const float* second = nullptr;  ///< [share][m] second smallest distances
   CertificateBound bound;
   double sqrt_d = 0;
-  const unsigned* largest_norm = nullptr;  ///< float bits of the largest ||c|| (centre_parts_kernel)
-  std::int32_t* flagged = nullptr;         ///< out: the points left to re-check, in no particular order
+  /// Float bits of the largest ||c|| and the largest ||c^ - c|| (centre_parts_kernel).
+  const unsigned* centre_bounds = nullptr;
+  std::int32_t* flagged = nullptr;  ///< out: the points left to re-check, in no particular order
   unsigned* flagged_count = nullptr;
+  /// Out, optional: per listed point, its key and second best (for recertify_kernel).
+  unsigned long long* flagged_key = nullptr;
+  float* flagged_second = nullptr;
 };
 
 /// Whether a point with squared norm x_sq, best and second best one-product values `best` and `second`
-/// (||c^||^2 - 2 x^.c^) certainly has the exact argmin's label (CertificateBound). NaNs certify nothing.
-__device__ bool certified(double x_sq, float best, float second, const Certificate& cert) {
+/// (||c^||^2 - 2 x^.c^) certainly has the exact argmin's label (CertificateBound); x_error: ||x^ - x||
+/// rounded up, or negative for its bound u_x ||x||. NaNs certify nothing.
+__device__ bool certified(double x_sq, float best, float second, const Certificate& cert, double x_error = -1) {
   const CertificateBound& b = cert.bound;
-  const double x_norm = sqrt(fmax(x_sq, 0.0)), c_norm = __uint_as_float(*cert.largest_norm);
+  const double x_norm = sqrt(fmax(x_sq, 0.0)), c_norm = __uint_as_float(cert.centre_bounds[0]);
+  const double c_error = __uint_as_float(cert.centre_bounds[1]);
   const double c_rounded = c_norm * (1 + b.u_c) + b.lin * cert.sqrt_d;  // >= every ||c^||
-  const double r = b.u_x * x_norm + b.u_c * c_norm + b.lin * cert.sqrt_d;
+  const double r = (x_error >= 0 ? x_error : b.u_x * x_norm) + c_error + b.lin * cert.sqrt_d;
   const double e = 0x1p-22 * c_rounded * c_rounded + (2 * b.sums + 0x1p-21) * x_norm * c_rounded;
   const double shift = (2 * b.u_x + 0x1p-20) * x_sq;
   const double near = sqrt(fmax(x_sq + best + shift + e, 0.0));
   const double far = sqrt(fmax(x_sq + static_cast<double>(second) + shift - e, 0.0));
   return far - near > 2 * r * (1 + 0x1p-10) + 0x1p-100;
+}
+
+/// Point o's label and distance from its least key (all ones: no key, label 0 and distance NaN): the
+/// distance ||x||^2 + the key's ||c||^2 - 2 x.c, clamped at 0.
+__device__ void write_result(std::int64_t o, unsigned long long key, const float* __restrict__ x_sq_norms,
+                             std::int32_t* __restrict__ labels, float* __restrict__ sq_distances) {
+  const bool none = key == ~0ull;
+  if (labels) labels[o] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
+  if (sq_distances) {
+    const float v = x_sq_norms[o] + (none ? NAN : from_ordered_bits(static_cast<std::uint32_t>(key >> 32)));
+    sq_distances[o] = v > 0.f ? v : (v == v ? 0.f : v);
+  }
 }
 
 /// Labels and distances from the keys of `shares` shares of the centre tiles ([share][m]): the least key,
@@ -740,15 +772,63 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, int s
         unsigned base = 0;
         if (lane == leader) base = atomicAdd(cert.flagged_count, static_cast<unsigned>(__popc(flags)));
         base = __shfl_sync(active, base, leader);
-        if (flag) cert.flagged[base + __popc(flags & ((1u << lane) - 1))] = static_cast<std::int32_t>(o);
+        const unsigned slot = base + __popc(flags & ((1u << lane) - 1));
+        if (flag) {
+          cert.flagged[slot] = static_cast<std::int32_t>(o);
+          if (cert.flagged_key) {
+            cert.flagged_key[slot] = key;
+            cert.flagged_second[slot] = second;
+          }
+        }
       }
       if (flag) continue;
     }
-    if (labels) labels[o] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
-    if (sq_distances) {
-      const float v = x_sq_norms[o] + best;
-      sq_distances[o] = v > 0.f ? v : (v == v ? 0.f : v);
+    write_result(o, key, x_sq_norms, labels, sq_distances);
+  }
+}
+
+/// Float points finish_kernel listed, certified again with their own ||x^ - x|| (about 0.4 of its bound
+/// u_x ||x|| on random data) instead of the bound: those certified get their results, the others are
+/// listed in `left` (*left_count, zero before) for the exact kernel. A warp takes 32 listed points, one
+/// after the other (its lanes along the row), and lists those left with one atomic.
+__global__ void recertify_kernel(const float* __restrict__ x, std::int64_t ldx, std::int64_t d,
+                                 const float* __restrict__ x_sq_norms, const Certificate cert,
+                                 std::int32_t* __restrict__ labels, float* __restrict__ sq_distances,
+                                 std::int32_t* __restrict__ left, unsigned* __restrict__ left_count) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t listed = *cert.flagged_count;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t q0 = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32 * 32; q0 < listed;
+       q0 += 32 * warps) {
+    double mine = 0;  // lane i: ||x^ - x||^2 of point q0 + i
+    for (int i = 0; i < 32 && q0 + i < listed; ++i) {
+      const float* row = x + static_cast<std::int64_t>(cert.flagged[q0 + i]) * ldx;
+      double error_sq = 0;  // each difference and its square exact in double
+      for (std::int64_t p = lane; p < d; p += 32) {
+        const float v = row[p];
+        const double diff = double(v) - double(__uint_as_float(tf32_truncated_bits(__float_as_uint(v))));
+        error_sq += diff * diff;
+      }
+      for (int off = 16; off > 0; off >>= 1) error_sq += __shfl_xor_sync(0xffffffffu, error_sq, off);
+      if (lane == i) mine = error_sq;
     }
+    const std::int64_t q = q0 + lane;
+    bool left_over = false;
+    if (q < listed) {
+      const std::int32_t o = cert.flagged[q];
+      const unsigned long long key = cert.flagged_key[q];
+      // The double sum of d squares is within d 2^-53 of theirs: 2^-20 more covers that.
+      const bool ok = key != ~0ull && certified(static_cast<double>(x_sq_norms[o]),
+                                                from_ordered_bits(static_cast<std::uint32_t>(key >> 32)),
+                                                cert.flagged_second[q], cert, __dsqrt_ru(mine) * (1 + 0x1p-20));
+      if (ok) write_result(o, key, x_sq_norms, labels, sq_distances);
+      left_over = !ok;
+    }
+    const unsigned lefts = __ballot_sync(0xffffffffu, left_over);
+    unsigned base = 0;
+    if (lane == 0 && lefts) base = atomicAdd(left_count, static_cast<unsigned>(__popc(lefts)));
+    base = __shfl_sync(0xffffffffu, base, 0);
+    if (left_over) left[base + __popc(lefts & ((1u << lane) - 1))] = cert.flagged[q];
   }
 }
 
@@ -855,11 +935,11 @@ CentreParts<T> take_parts(Carve& scratch, const NearestArguments& a) {
 }
 
 template <class T, bool kExact>
-void prepare_parts(Context& ctx, const NearestArguments& a, const CentreParts<T>& c, unsigned* largest_norm) {
+void prepare_parts(Context& ctx, const NearestArguments& a, const CentreParts<T>& c, unsigned* centre_bounds) {
   const unsigned blocks =
       static_cast<unsigned>(std::min<std::int64_t>(ceil_div(a.k, 8), 4LL * ctx.properties().multiProcessorCount));
   centre_parts_kernel<T, kExact><<<blocks, 256, 0, ctx.stream()>>>(
-      a.c, a.ldc ? a.ldc : a.d, a.k, a.d, c.ldi, c.parts, c.part_stride, c.unscale, c.rounded_sq_norms, largest_norm);
+      a.c, a.ldc ? a.ldc : a.d, a.k, a.d, c.ldi, c.parts, c.part_stride, c.unscale, c.rounded_sq_norms, centre_bounds);
   SKINNY_CHECK_LAUNCH();
 }
 
@@ -1010,6 +1090,13 @@ void finish(Context& ctx, const unsigned long long* keys, std::int64_t shares, s
   SKINNY_CHECK_LAUNCH();
 }
 
+/// From this many clusters on, float points the bound leaves are certified again with their own ||x^ - x||
+/// (recertify_kernel): it pays where a point's exact re-check costs many reads of its row. H200, 2^20
+/// points, ms per iteration with / without it (bench/results/h200/2026-11-28_exact-wgmma): blobs of the
+/// K-means benchmark (256 in [-1, 1]^128, sigma 0.1) k = 8192 15.0-15.2 / 19.8-20.1, k = 1024 2.86-2.90 /
+/// 3.41-3.42, k = 128 0.64-0.65 / 0.59-0.61; the app's blobs (d = 128) k = 1024 1.67-1.71 / 1.73-1.76.
+constexpr std::int64_t kRecertifyMinClusters = 1024;
+
 /// Points re-checked per launch of the exact kernel (the gathered rows' buffer).
 constexpr std::int64_t kRecheckBatch = 1 << 16;
 
@@ -1102,7 +1189,10 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     float* second;
     CentreParts<T> fast, exact;
     std::int32_t* flagged;
-    unsigned* counters;  ///< [0] flagged points, [1] the largest ||c|| (float bits)
+    std::int32_t* listed;  ///< float: the points finish_kernel lists, recertify_kernel takes
+    unsigned long long* listed_key;
+    float* listed_second;
+    unsigned* counters;  ///< [0] points to re-check, [1] [2] the centres' bounds (float bits), [3] listed
     uint4* batch_rows;
     unsigned long long* batch_keys;
   };
@@ -1113,7 +1203,11 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     s.fast = take_parts<T, false>(scratch, a);
     s.exact = take_parts<T, true>(scratch, a);
     s.flagged = a.rechecked_rows ? a.rechecked_rows : scratch.take<std::int32_t>(a.n);  // rechecked_rows when given
-    s.counters = scratch.take<unsigned>(2);
+    const bool recertify = std::is_same_v<T, float> && a.k >= kRecertifyMinClusters;
+    s.listed = recertify ? scratch.take<std::int32_t>(a.n) : nullptr;
+    s.listed_key = recertify ? scratch.take<unsigned long long>(a.n) : nullptr;
+    s.listed_second = recertify ? scratch.take<float>(a.n) : nullptr;
+    s.counters = scratch.take<unsigned>(4);
     s.batch_rows = scratch.take<uint4>(batch * row_copies);
     // A batch of m points keeps split_for(m).shares x m keys <= (4 sms + blocks of m) x BM.
     s.batch_keys = scratch.take<unsigned long long>((4LL * sms + ceil_div(batch, BM)) * BM);
@@ -1122,7 +1216,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   const Scratch s = carve_workspace(ctx, layout);
   const cudaStream_t stream = ctx.stream();
 
-  SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 2 * sizeof(unsigned), stream));
+  SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 4 * sizeof(unsigned), stream));
   prepare_parts<T, false>(ctx, a, s.fast, s.counters + 1);
   launch_with_outputs<T, false, true>(ctx, a, a.x, ldx, a.n, s.fast, s.fast.rounded_sq_norms, split, s.keys,
                                       s.second, a.row_sums, a.fault_row >= 0);
@@ -1131,10 +1225,19 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   cert.second = s.second;
   cert.bound = certificate_bound<T>(a.d);
   cert.sqrt_d = std::sqrt(static_cast<double>(a.d));
-  cert.largest_norm = s.counters + 1;
-  cert.flagged = s.flagged;
-  cert.flagged_count = s.counters;
+  cert.centre_bounds = s.counters + 1;
+  // Float points: those the bound leaves are certified again with their own ||x^ - x|| (16-bit points are
+  // exact as the tensor cores take them: the bound has no x term).
+  cert.flagged = s.listed ? s.listed : s.flagged;
+  cert.flagged_count = s.listed ? s.counters + 3 : s.counters;
+  cert.flagged_key = s.listed_key;
+  cert.flagged_second = s.listed_second;
   finish(ctx, s.keys, split.shares, a.n, nullptr, a, cert);
+  if (s.listed) {
+    recertify_kernel<<<static_cast<unsigned>(4 * sms), 256, 0, stream>>>(
+        static_cast<const float*>(a.x), ldx, a.d, a.x_sq_norms, cert, a.labels, a.sq_distances, s.flagged, s.counters);
+    SKINNY_CHECK_LAUNCH();
+  }
 
   unsigned flagged = 0;
   SKINNY_CUDA_TRY(cudaMemcpyAsync(&flagged, s.counters, sizeof flagged, cudaMemcpyDeviceToHost, stream));

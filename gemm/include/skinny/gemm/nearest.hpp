@@ -30,10 +30,11 @@ enum class Element { f32, f16, bf16 };
 ///  - three_products: every cross term at float accuracy (3xTF32, or three 16-bit parts), about three
 ///    times the tensor-core work of Math::fast.
 ///  - fast_then_recheck: one product per term, and each point's best two distances. Where they differ by
-///    more than twice a bound on the one-product error (from ||x||, the largest ||c||, d and the
-///    arithmetic), the label is the exact argmin's; the other points (near ties: 4-10 % of blob data
-///    under Lloyd, most points where several centres share a tight cluster) are run again with three
-///    products. nearest() then waits for its stream once.
+///    more than twice a bound on the one-product error (from ||x||, the centres' own rounding, d and the
+///    arithmetic; for float points left by it, again from the point's own distance to its TF32 value),
+///    the label is the exact argmin's; the other points (near ties: 4-10 % of blob data under Lloyd,
+///    most points where several centres share a tight cluster) are run again with three products.
+///    nearest() then waits for its stream once.
 ///  - automatic: fast_then_recheck where the products dominate (float points: k >= 64, d >= 16 and
 ///    k d >= 16384; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
 ///    three_products elsewhere and where row_sums are asked for without the re-check's outputs
