@@ -21,8 +21,9 @@
 //    (x^ the point truncated to TF32 by the tensor cores) and x_lo c_hi with x_lo = x - x^ rounded to TF32,
 //    from registers (the warp's rows by ldmatrix), all into the running sums (the tensor cores add by
 //    truncation: at d = 1000 the distances' error reached 8.6 float epsilons of ||x||^2 + max ||c||^2, 0.135
-//    of the tests' bound). 16-bit exact products, and exact products with row sums, stay on mma.sync.
-//    H200, 2^20 blobs, distances ms per iteration, three products mma.sync / wgmma: d = 128, k = 1024
+//    of the tests' bound). 16-bit exact products run their three parts on wgmma too, from cp.async stages
+//    of 64-byte rows (the 64-byte swizzle mode); exact products with row sums stay on mma.sync.
+//    H200, 2^20 blobs, float distances ms per iteration, three products mma.sync / wgmma: d = 128, k = 1024
 //    4.37 / 2.15; d = 512 16.9 / 8.25; d = 16 1.37 / 0.82; d = 2 1.39 / 1.00.
 //  * Both operands stream through a ring of 16-byte slots (8 per row and stage: 32 floats or 64 16-bit
 //    elements; 4 for 16-bit exact products, whose centres take three slots each), one barrier per stage;
@@ -271,9 +272,9 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// kTmaMinRowBytes).
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
-  static_assert(!(kWgmma && kExact) || std::is_same_v<T, float>, "wgmma's exact products: float points only");
   static_assert(kWgmma || !kTma, "the TMA feeds wgmma's stages");
   using R = Ring<T, kExact>;
+  static_assert(!kTma || R::ch == 8, "the TMA's boxes are 128-byte rows");
   constexpr int CH = R::ch, kStages = R::stages;
   constexpr int WARPS_M = Warps<kWgmma>::m, WARPS_N = Warps<kWgmma>::n, MT = Warps<kWgmma>::mt, NT = Warps<kWgmma>::nt;
   extern __shared__ __align__(16) unsigned char smem_base[];
@@ -424,8 +425,9 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       // Exact: x c = x^ c_hi + x^ c_lo + x_lo c_hi, x^ the point as the tensor cores read it from shared
       // memory (truncated to TF32), x_lo = x - x^ (exact in float) rounded to TF32, from registers: this
       // warp's 16 rows by ldmatrix, as mma.sync's fragments (one k-step per fragment).
-      std::uint32_t x_lo[kExact ? CH / 2 : 1][4];
-      if constexpr (kExact) {
+      constexpr bool kSplitPoints = kExact && R::is_float;
+      std::uint32_t x_lo[kSplitPoints ? CH / 2 : 1][4];
+      if constexpr (kSplitPoints) {
 #pragma unroll
         for (int kk = 0; kk < CH / 2; ++kk) {
           const uint4 a = ldmatrix_x4(base + a_lane + 16u * ((2 * kk) ^ a_mask));
@@ -439,12 +441,17 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < CH / 2; ++kk) {
-        const std::uint64_t a_desc = wgmma_descriptor(a_tile + 32u * kk), b_desc = wgmma_descriptor(b_tile + 32u * kk);
-        if constexpr (kExact) {  // the small terms first
-          wgmma_m64n128_tf32_regs(acc[0], x_lo[kk], b_desc);
-          wgmma_m64n128<T>(acc[0], a_desc, wgmma_descriptor(b_tile + 16u * (BN * CH) + 32u * kk));
+        // The parts' descriptors: part q of the centres follows part q - 1.
+        const auto part = [&](int q) { return wgmma_descriptor<16 * CH>(b_tile + 16u * (q * BN * CH) + 32u * kk); };
+        const std::uint64_t a_desc = wgmma_descriptor<16 * CH>(a_tile + 32u * kk);
+        if constexpr (kSplitPoints) {  // the small terms first
+          wgmma_m64n128_tf32_regs(acc[0], x_lo[kk], part(0));
+          wgmma_m64n128<T>(acc[0], a_desc, part(1));
+        } else if constexpr (kExact) {  // 16-bit: the centres' low, middle, then high parts (64-byte rows)
+          wgmma_m64n128<T>(acc[0], a_desc, part(2));
+          wgmma_m64n128<T>(acc[0], a_desc, part(1));
         }
-        wgmma_m64n128<T>(acc[0], a_desc, b_desc);
+        wgmma_m64n128<T>(acc[0], a_desc, part(0));
       }
       wgmma_commit();
       wgmma_wait<1>();
@@ -1041,22 +1048,23 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
            static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
            a.fault_col, a.fault_bit, a.fault_values};
-  // wgmma takes one product per term, and float's three exact ones unless row sums are asked for: they sum
-  // by truncation over all of d, a bias the protection's per-point check of exact terms does not model
-  // (kmeans/src/protect.hpp); 16-bit exact products, whose ring rows are 64 bytes, take mma.sync. The TMA's
+  // wgmma takes one product per term, and the three exact ones unless row sums are asked for: they sum by
+  // truncation over all of d, a bias the protection's per-point check of exact terms does not model
+  // (kmeans/src/protect.hpp). 16-bit exact products (64-byte ring rows) come by cp.async stages. The TMA's
   // coordinates are 32-bit: more rows than that take mma.sync.
-  constexpr bool kWgmma = !kExact || (std::is_same_v<T, float> && !kRowSums);
+  constexpr bool kWgmma = !kExact || !kRowSums;
+  constexpr bool kTmaRing = kWgmma && R::ch == 8;  // 16-bit exact products: 64-byte rows, cp.async stages
   const bool wgmma = kWgmma && nearest_uses_wgmma(ctx) && m <= INT_MAX - BM && a.k <= INT_MAX - BN;
   // Narrow rows with up to kNarrowCpAsyncMaxK centres take cp.async stages, in a kernel of their own (as a
   // runtime switch it cost the TMA path 3 %, d = 16, k = 1024).
   const bool narrow = a.d * static_cast<std::int64_t>(sizeof(T)) < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
-  const bool tma = wgmma && !narrow;
+  const bool tma = kTmaRing && wgmma && !narrow;
   if (tma) {
     p.x_map = stage_map<T>(x, a.d, m, ldx);
     p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi);
     if (R::parts == 2) p.c_lo_map = stage_map<T>(c.parts + c.part_stride, a.d, a.k, c.ldi);
   }
-  const auto kernel = tma     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kWgmma>
+  const auto kernel = tma     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing>
                       : wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, false>
                               : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
   const std::size_t smem = wgmma ? R::smem_wgmma : R::smem;

@@ -23,11 +23,15 @@ namespace skinny::gemm::detail {
 #define SKINNY_WGMMA 1
 #endif
 
-/// The descriptor of a K-major tile with 128-byte swizzled rows at shared address `addr`: rows 8 apart
-/// are 1024 bytes apart (stride byte offset), the leading byte offset is unused in this mode.
+/// The descriptor of a K-major tile with kRowBytes-byte swizzled rows (128: the 128-byte mode; 64: the
+/// 64-byte mode, chunk c of row r at c ^ (r / 2 % 4)) at shared address `addr`: rows 8 apart are 8
+/// kRowBytes apart (stride byte offset), the leading byte offset is unused in these modes.
+template <int kRowBytes = 128>
 __device__ __forceinline__ std::uint64_t wgmma_descriptor(std::uint32_t addr) {
+  static_assert(kRowBytes == 128 || kRowBytes == 64, "128- or 64-byte swizzled rows");
+  constexpr std::uint64_t mode = kRowBytes == 128 ? 1 : 2;
   return static_cast<std::uint64_t>((addr & 0x3ffffu) >> 4) | (std::uint64_t{1} << 16) |
-         (std::uint64_t{1024 >> 4} << 32) | (std::uint64_t{1} << 62);
+         (std::uint64_t{8 * kRowBytes >> 4} << 32) | (mode << 62);
 }
 
 /// Orders this thread's earlier accesses to the accumulators (and shared memory written by cp.async)
