@@ -268,8 +268,8 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// term (instances of their own: the plain kernel does no such work, and the fault's code costs registers
 /// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
 /// of ExactMethod::fast_then_recheck). kWgmma: Hopper's wgmma (sm_90a) instead of mma.sync (one product per
-/// term, or float's three); kTma: its stages loaded by the TMA, else by cp.async (narrow rows,
-/// kTmaMinRowBytes).
+/// term, or the three exact ones); kTma: its stages loaded by the TMA, else by cp.async (narrow rows,
+/// kTmaMinRowBytes; 16-bit exact products' 64-byte rows).
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
   static_assert(kWgmma || !kTma, "the TMA feeds wgmma's stages");
