@@ -1100,8 +1100,8 @@ void finish(Context& ctx, const unsigned long long* keys, std::int64_t shares, s
 
 /// From this many clusters on, float points the bound leaves are certified again with their own ||x^ - x||
 /// (recertify_kernel): it pays where a point's exact re-check costs many reads of its row. H200, 2^20
-/// points, ms per iteration with / without it (bench/results/h200/2026-11-28_exact-wgmma): blobs of the
-/// K-means benchmark (256 in [-1, 1]^128, sigma 0.1) k = 8192 15.0-15.2 / 19.8-20.1, k = 1024 2.86-2.90 /
+/// points, ms per iteration with / without it (bench/results/h200/2026-11-28_exact-wgmma): blobs like the
+/// K-means benchmark's (256 in [-1, 1]^128, sigma 0.1) k = 8192 15.0-15.2 / 19.8-20.1, k = 1024 2.86-2.90 /
 /// 3.41-3.42, k = 128 0.64-0.65 / 0.59-0.61; the app's blobs (d = 128) k = 1024 1.67-1.71 / 1.73-1.76.
 constexpr std::int64_t kRecertifyMinClusters = 1024;
 
