@@ -191,7 +191,8 @@ bool nearest_reads_natively(const Context& ctx, const T* x, std::int64_t n, std:
 /// The fewest float clusters for which Algo::automatic takes the fused kernel (the rule above).
 /// SKINNY_KMEANS_FUSED_MIN_K overrides it (for benchmarks of the crossover).
 std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math math) {
-  if (const char* forced = std::getenv("SKINNY_KMEANS_FUSED_MIN_K")) return std::max<std::int64_t>(1, std::atoll(forced));
+  if (const char* forced = std::getenv("SKINNY_KMEANS_FUSED_MIN_K"))
+    return std::max<std::int64_t>(1, std::atoll(forced));
   if (d <= kFusedNarrowMaxDims) return kFusedNarrowMinClusters;
   const bool wgmma = math == gemm::Math::fast || gemm::nearest_uses_wgmma(ctx);
   return wgmma ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;

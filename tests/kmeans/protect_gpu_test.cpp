@@ -15,8 +15,8 @@
 
 #include <cmath>
 #include <stdexcept>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace skinny::kmeans {
