@@ -5,7 +5,7 @@
 #   source scripts/carry-binaries.sh unpack    on the GPU machine (carry [".device-bin"]): build/dev back,
 #                                              with build/gpu-check pointing at it and /work/main at the
 #                                              checkout (the CTest files name the absolute paths of here)
-# .device-bin/ is not tracked (add it to .git/info/exclude). No shell options are set: unpack is sourced.
+# .device-bin/ is git-ignored. No shell options are set: unpack is sourced.
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case "${1:-}" in
   pack)
