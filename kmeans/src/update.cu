@@ -21,9 +21,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <string>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace skinny::kmeans::detail {
