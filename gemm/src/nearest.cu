@@ -35,15 +35,22 @@
 //    take half the TMA's time there (a box is then mostly zero fill), but more at k >= 2048.
 //    The pipeline runs across tile boundaries. The centres' parts are prepared once per call
 //    (centre_parts_kernel), so the ring holds them ready; float points are split as fragments are read.
+//    Rows of one stage or less (d <= 32 float) copy their points in the ring's first round only: every
+//    later stage would bring the same ones (H200, 1M x 2, k = 8192, fast: distances 4.0 -> 2.8 ms).
 //  * Fragments come from shared memory by ldmatrix.x4 (four 8 x 8 matrices of 16-byte rows, already in the
 //    mma's register order: no moves before the tensor cores), both operands in the inner dimension's own
 //    order. Slot s of row r is stored at slot s ^ swizzle(r), so the 8 rows of a matrix hit 8 distinct
 //    bank groups.
 //  * Exact products of each k-group go into a fresh accumulator (the tensor cores add by truncation),
 //    added to the running sum by round-to-nearest float adds.
-//  * After a tile, each thread turns its 4 rows x 16 columns into ||c||^2 - 2 x.c (one FMA each: ||x||^2
-//    is the same for the whole row and is added at the end), ||c||^2 coming with the tile's last stage;
-//    the minimum per row (ties: the lowest column) is combined over the lane quad by shuffles and kept
+//  * After a tile, each thread turns its 4 rows x 16 columns (wgmma: 2 x 32) into ||c||^2 - 2 x.c (one FMA
+//    each: ||x||^2 is the same for the whole row and is added at the end), ||c||^2 coming with the tile's
+//    last stage (+infinity past k, so no column needs a test). The epilogue bounds the kernel where rows
+//    are short: wgmma's rows take their minima in four independent chains merged after the tile, the
+//    accumulators are not cleared (a tile's first wgmma does not add to them), and the stage's products
+//    past d are skipped (H200, 1M points, fast, ms per iteration: d = 16, k = 8192 4.54 -> 3.26; d = 2,
+//    k = 1024 0.82 -> 0.65; d = 128, k = 1024 1.35 -> 1.30; d = 512, k = 1024 4.90 -> 5.00).
+//    The minimum per row (ties: the lowest column) is combined over the lane quad by shuffles and kept
 //    per warp column in shared memory. At the end each block stores, per row, its (ordered value, column)
 //    for its share of the centres; finish_kernel takes the least over the shares, so the result does not
 //    depend on the order blocks finish in.
@@ -319,11 +326,13 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   int next_k = 0;
   auto issue_next = [&](int buf) {
     const std::int64_t tile = next_tile;
+    // Rows of one stage or less: every stage holds the same points, copied in the ring's first round only.
+    const bool copy_points = ksteps > 1 || tile - tile_begin < kStages;
     if constexpr (kTma) {  // one thread: the points' and the centres' boxes, zeros past the edges
       if (tid == 0) {
         uint4* stage = ring + buf * R::slots;
-        mbarrier_expect_bytes(stage_full + buf, (BM + R::parts * BN) * CH * 16);
-        tma_load_2d(stage, &p.x_map, next_k * R::bk, static_cast<int>(row0), stage_full + buf);
+        mbarrier_expect_bytes(stage_full + buf, ((copy_points ? BM : 0) + R::parts * BN) * CH * 16);
+        if (copy_points) tma_load_2d(stage, &p.x_map, next_k * R::bk, static_cast<int>(row0), stage_full + buf);
         tma_load_2d(stage + BM * CH, &p.c_map, next_k * R::bk, static_cast<int>(tile * BN), stage_full + buf);
         if constexpr (R::parts == 2)  // exact: the centres' low halves
           tma_load_2d(stage + (BM + BN) * CH, &p.c_lo_map, next_k * R::bk, static_cast<int>(tile * BN),
@@ -340,7 +349,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
 #pragma unroll
       for (int i = 0; i < kCopies; ++i) {
         const bool xv = i * kRowStep < rows_left && bytes > 0;
-        cp_async<16>(xs + i * kRowStep * CH, xv ? x_at + i * x_row_step : x, xv ? bytes : 0);
+        if (copy_points) cp_async<16>(xs + i * kRowStep * CH, xv ? x_at + i * x_row_step : x, xv ? bytes : 0);
         const bool cv = col0 + i * kRowStep < p.k && bytes > 0;
         const std::int64_t off = cv ? c_at + i * c_row_step : 0;
 #pragma unroll
@@ -349,12 +358,13 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       }
     }
     // The tile's last stage also brings its ||c||^2 (and, 16-bit exact, unscale factors) for the epilogue,
-    // which reads them while that stage is still in hand. Zeros past k: the epilogue masks them.
+    // which reads them while that stage is still in hand. Past k: ||c||^2 = +infinity, so that those
+    // columns (zero products: the centres' rows are zeros there) are never nearer, unscale factors 0.
     if (next_k == ksteps - 1 && tid < (!R::is_float && kExact ? 2 : 1) * BN) {
       const std::int64_t col = tile * BN + tid % BN;
-      const float* src = tid < BN ? p.cn : p.c_unscale;
-      cp_async<4>(reinterpret_cast<float*>(ring + buf * R::slots + kTileSlots) + tid, col < p.k ? src + col : p.cn,
-                  col < p.k ? 4 : 0);
+      float* to = reinterpret_cast<float*>(ring + buf * R::slots + kTileSlots) + tid;
+      if (col < p.k) cp_async<4>(to, (tid < BN ? p.cn : p.c_unscale) + col, 4);
+      else *to = tid < BN ? INFINITY : 0.f;  // read after the barriers that also land the copies
     }
     if (++next_k == ksteps) {
       next_k = 0;
@@ -439,19 +449,35 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
         }
       }
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < CH / 2; ++kk) {
+      // The tiles' descriptors once a stage, their k-steps and parts by offsets.
+      const std::uint64_t a_desc0 = wgmma_descriptor<16 * CH>(a_tile), b_desc0 = wgmma_descriptor<16 * CH>(b_tile);
+      // One k-step of the stage (32 bytes of each row): products(kk).
+      const auto products = [&](int kk) {
         // The parts' descriptors: part q of the centres follows part q - 1.
-        const auto part = [&](int q) { return wgmma_descriptor<16 * CH>(b_tile + 16u * (q * BN * CH) + 32u * kk); };
-        const std::uint64_t a_desc = wgmma_descriptor<16 * CH>(a_tile + 32u * kk);
+        const auto part = [&](int q) { return wgmma_descriptor_plus(b_desc0, 16u * (q * BN * CH) + 32u * kk); };
+        const std::uint64_t a_desc = wgmma_descriptor_plus(a_desc0, 32u * kk);
+        // A tile's first product starts its sums (the accumulators are not cleared between tiles).
+        const bool sum_on = kk > 0 || k_in_tile > 0;
         if constexpr (kSplitPoints) {  // the small terms first
-          wgmma_m64n128_tf32_regs(acc[0], x_lo[kk], part(0));
+          wgmma_m64n128_tf32_regs(acc[0], x_lo[kk], part(0), sum_on);
           wgmma_m64n128<T>(acc[0], a_desc, part(1));
         } else if constexpr (kExact) {  // 16-bit: the centres' low, middle, then high parts (64-byte rows)
-          wgmma_m64n128<T>(acc[0], a_desc, part(2));
+          wgmma_m64n128<T>(acc[0], a_desc, part(2), sum_on);
           wgmma_m64n128<T>(acc[0], a_desc, part(1));
         }
-        wgmma_m64n128<T>(acc[0], a_desc, part(0));
+        wgmma_m64n128<T>(acc[0], a_desc, part(0), kExact || sum_on);
+      };
+      // Past d a stage holds zeros: the k-steps of a row's last, partial stage that are all zeros are
+      // skipped (d = 2: three of four). Full stages keep one unbranched run of products.
+      constexpr int kSteps = CH / 2, kStepElems = R::bk / kSteps;
+      const std::int64_t inner_left = p.d - static_cast<std::int64_t>(k_in_tile) * R::bk;
+      if (inner_left >= R::bk) {
+#pragma unroll
+        for (int kk = 0; kk < kSteps; ++kk) products(kk);
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < kSteps; ++kk)
+          if (kk * kStepElems < inner_left) products(kk);
       }
       wgmma_commit();
       wgmma_wait<1>();
@@ -587,10 +613,28 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     // from the stage in hand, +infinity past k (never nearer).
     const int colb = static_cast<int>(col0);
     float lane_sum[MT][2] = {};  // this lane's terms of each row (for the checksum test)
+    // Per row, kChains minima over consecutive runs of n8 tiles, merged in column order after the tile: a
+    // row's compares form kChains independent chains, not one, for the schedulers to interleave (wgmma's
+    // warps hold 2 rows of 32 columns a thread). Column indices within the tile until the merge.
+    constexpr int kChains = kWgmma ? 4 : 1, kTilesPerChain = NT / kChains;
+    static_assert(NT % kChains == 0, "whole n8 tiles per chain");
+    float chain_v[MT][2][kChains], chain_s[MT][2][kChains];  // best and (kSecond) second best of each run
+    int chain_j[MT][2][kChains];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int q = 0; q < kChains; ++q) {
+          chain_v[mt][h][q] = INFINITY;
+          chain_s[mt][h][q] = INFINITY;
+          chain_j[mt][h][q] = 0;
+        }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
+      const int q = nt / kTilesPerChain;
       const float2 v = reinterpret_cast<const float2*>(tile_cn)[(wn * (BN / WARPS_N) + nt * 8 + 2 * tq) / 2];
-      const float cn[2] = {col0 + nt * 8 < p.k ? v.x : INFINITY, col0 + nt * 8 + 1 < p.k ? v.y : INFINITY};
+      const float cn[2] = {v.x, v.y};  // +infinity past k
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -600,13 +644,28 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
             const float term = acc[mt][nt][2 * h + c], d = fmaf(-2.f, term, cn[c]);
             if (kRowSums && cn[c] != INFINITY) lane_sum[mt][h] += term;
             // d wins: the old best is second; else d may be.
-            if (kSecond) second_v[mt][h] = fminf(second_v[mt][h], fmaxf(d, best_v[mt][h]));
-            if (d < best_v[mt][h]) {
-              best_v[mt][h] = d;
-              best_j[mt][h] = colb + nt * 8 + c;
+            if (kSecond) chain_s[mt][h][q] = fminf(chain_s[mt][h][q], fmaxf(d, chain_v[mt][h][q]));
+            if (d < chain_v[mt][h][q]) {
+              chain_v[mt][h][q] = d;
+              chain_j[mt][h][q] = nt * 8 + c;
             }
           }
     }
+    // Each run's columns follow the best's so far: a strict < keeps the lowest of tied columns, and the
+    // loser of the two bests competes for second.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int q = 0; q < kChains; ++q) {
+          const float v = chain_v[mt][h][q];
+          if (kSecond) second_v[mt][h] = fminf(second_v[mt][h], fminf(chain_s[mt][h][q], fmaxf(v, best_v[mt][h])));
+          if (v < best_v[mt][h]) {
+            best_v[mt][h] = v;
+            best_j[mt][h] = colb + chain_j[mt][h][q];
+          }
+        }
     if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -619,7 +678,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
           if (tq == 0) row_sum[r * WARPS_N + wn] += rs;
         }
     }
-    clear();
+    if constexpr (!kWgmma) clear();
     ++tile;
   }
   // Each row's minimum over the lane quad, then (below) over the warp columns.

@@ -34,6 +34,12 @@ __device__ __forceinline__ std::uint64_t wgmma_descriptor(std::uint32_t addr) {
          (std::uint64_t{8 * kRowBytes >> 4} << 32) | (mode << 62);
 }
 
+/// The descriptor `desc` moved on by `bytes` (a multiple of 16): shared addresses stay under 2^18, so the
+/// address field (bits 4-17 of the address, in the low word) takes bytes / 16 without a carry out of it.
+__device__ __forceinline__ std::uint64_t wgmma_descriptor_plus(std::uint64_t desc, std::uint32_t bytes) {
+  return (desc & 0xffffffff00000000ull) | (static_cast<std::uint32_t>(desc) + (bytes >> 4));
+}
+
 /// Orders this thread's earlier accesses to the accumulators (and shared memory written by cp.async)
 /// before the warpgroup's next wgmma.
 __device__ __forceinline__ void wgmma_fence() {
@@ -138,25 +144,33 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int inne
       "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]),           \
       "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 
+/// The wgmma's scale-d predicate from `accumulate` (operand N): false makes d = A B^T, which saves
+/// clearing the accumulators' registers before a new sum.
+#define SKINNY_WGMMA_SCALE_D(N) "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #N ", 0;\n"
+
 /// d (64 x 128 per warpgroup; this thread's d[j][e]: n8 tile j, rows g and g + 8, columns 2t and 2t + 1, as
 /// mma.sync's m16n8 fragments of the warp's 16 rows) += A (64 x one k-step) B^T (128 x one k-step), one
 /// product per term: TF32 for float elements (the tensor cores read their top 19 bits), or half / bfloat16.
+/// accumulate false: d = A B^T (d's old values are not read).
 template <class T>
-__device__ __forceinline__ void wgmma_m64n128(float (&d)[16][4], std::uint64_t a, std::uint64_t b) {
+__device__ __forceinline__ void wgmma_m64n128(float (&d)[16][4], std::uint64_t a, std::uint64_t b,
+                                              bool accumulate = true) {
 #ifdef SKINNY_WGMMA
   if constexpr (std::is_same_v<T, float>) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D ", %64, %65, 1, 1, 1;\n"
+    asm volatile(SKINNY_WGMMA_SCALE_D(66) "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D
+                                          ", %64, %65, accumulate, 1, 1;\n}\n"
                  : SKINNY_WGMMA_D_OPERANDS(d)
-                 : "l"(a), "l"(b));
+                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
   } else if constexpr (std::is_same_v<T, __half>) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " SKINNY_WGMMA_D ", %64, %65, 1, 1, 1, 0, 0;\n"
+    asm volatile(SKINNY_WGMMA_SCALE_D(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " SKINNY_WGMMA_D
+                                          ", %64, %65, accumulate, 1, 1, 0, 0;\n}\n"
                  : SKINNY_WGMMA_D_OPERANDS(d)
-                 : "l"(a), "l"(b));
+                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
   } else {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " SKINNY_WGMMA_D
-                 ", %64, %65, 1, 1, 1, 0, 0;\n"
+    asm volatile(SKINNY_WGMMA_SCALE_D(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " SKINNY_WGMMA_D
+                                          ", %64, %65, accumulate, 1, 1, 0, 0;\n}\n"
                  : SKINNY_WGMMA_D_OPERANDS(d)
-                 : "l"(a), "l"(b));
+                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
   }
 #else
   __trap();  // the host runs these only where wgmma_compiled says so
@@ -167,17 +181,18 @@ __device__ __forceinline__ void wgmma_m64n128(float (&d)[16][4], std::uint64_t a
 /// registers: a[0] row g, inner t; a[1] row g + 8, inner t; a[2], a[3] the same at inner t + 4 (mma.sync's
 /// m16n8k8 A fragment). The registers must stay unchanged until the wgmma completes.
 __device__ __forceinline__ void wgmma_m64n128_tf32_regs(float (&d)[16][4], const std::uint32_t (&a)[4],
-                                                        std::uint64_t b) {
+                                                        std::uint64_t b, bool accumulate = true) {
 #ifdef SKINNY_WGMMA
-  asm volatile("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D
-               ", {%64, %65, %66, %67}, %68, 1, 1, 1;\n"
+  asm volatile(SKINNY_WGMMA_SCALE_D(69) "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D
+                                        ", {%64, %65, %66, %67}, %68, accumulate, 1, 1;\n}\n"
                : SKINNY_WGMMA_D_OPERANDS(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
 #else
   __trap();
 #endif
 }
 
+#undef SKINNY_WGMMA_SCALE_D
 #undef SKINNY_WGMMA_D
 #undef SKINNY_WGMMA_D_OPERANDS
 

@@ -227,6 +227,23 @@ void sixteen_bit_points_match() {
 TEST_F(Nearest, HalfPointsMatchInBothModes) { sixteen_bit_points_match<__half>(); }
 TEST_F(Nearest, Bfloat16PointsMatchInBothModes) { sixteen_bit_points_match<__nv_bfloat16>(); }
 
+/// Rows of one stage or less (d <= 32 float, 64 16-bit) copy the points into the ring's first round of
+/// stages only, and every later tile reuses them: enough point blocks (n > 528 x 128) that each block
+/// takes every centre tile alone, and more tiles than stages, through cp.async (rows under 32 bytes,
+/// k <= 1024), the TMA (narrow rows beyond 1024 centres, wider rows), and a k not a multiple of the tile.
+TEST_F(Nearest, RowsOfOneStageKeepTheirPointsAcrossTiles) {
+  const std::pair<Math, ExactMethod> modes[] = {{Math::exact, ExactMethod::three_products},
+                                                {Math::exact, ExactMethod::fast_then_recheck},
+                                                {Math::fast, ExactMethod::automatic}};
+  for (const auto& [math, method] : modes) {
+    expect_nearest(70001, 1000, 2, 0, math, method);
+    expect_nearest(70001, 1500, 3, 0, math, method);
+    expect_nearest(70001, 1100, 17, 0, math, method);
+    expect_nearest<__half>(70001, 700, 6, 0, math, method);
+    expect_nearest<__nv_bfloat16>(70001, 1100, 40, 0, math, method);
+  }
+}
+
 /// Exact mode on 16-bit points gives the labels and distances of float points with the same values: every
 /// product is exact in both, whatever the centres' sizes (tiny, huge, mixed within a centre). Through
 /// fast_then_recheck the same labels (centres beyond half's range certify no point: all are re-checked),
