@@ -620,16 +620,19 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     static_assert(NT % kChains == 0, "whole n8 tiles per chain");
     float chain_v[MT][2][kChains], chain_s[MT][2][kChains];  // best and (kSecond) second best of each run
     int chain_j[MT][2][kChains];
+    const auto each_chain = [](auto&& f) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int q = 0; q < kChains; ++q) {
-          chain_v[mt][h][q] = INFINITY;
-          chain_s[mt][h][q] = INFINITY;
-          chain_j[mt][h][q] = 0;
-        }
+          for (int q = 0; q < kChains; ++q) f(mt, h, q);
+    };
+    each_chain([&](int mt, int h, int q) {
+      chain_v[mt][h][q] = INFINITY;
+      chain_s[mt][h][q] = INFINITY;
+      chain_j[mt][h][q] = 0;
+    });
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int q = nt / kTilesPerChain;
@@ -653,19 +656,14 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     }
     // Each run's columns follow the best's so far: a strict < keeps the lowest of tied columns, and the
     // loser of the two bests competes for second.
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int q = 0; q < kChains; ++q) {
-          const float v = chain_v[mt][h][q];
-          if (kSecond) second_v[mt][h] = fminf(second_v[mt][h], fminf(chain_s[mt][h][q], fmaxf(v, best_v[mt][h])));
-          if (v < best_v[mt][h]) {
-            best_v[mt][h] = v;
-            best_j[mt][h] = colb + chain_j[mt][h][q];
-          }
-        }
+    each_chain([&](int mt, int h, int q) {
+      const float v = chain_v[mt][h][q];
+      if (kSecond) second_v[mt][h] = fminf(second_v[mt][h], fminf(chain_s[mt][h][q], fmaxf(v, best_v[mt][h])));
+      if (v < best_v[mt][h]) {
+        best_v[mt][h] = v;
+        best_j[mt][h] = colb + chain_j[mt][h][q];
+      }
+    });
     if (kRowSums) {  // the lane quad's shares in double, in a fixed order, into the slot of (row, warp column)
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
