@@ -468,18 +468,21 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
         wgmma_m64n128<T>(acc[0], a_desc, part(0), kExact || sum_on);
       };
       // Past d a stage holds zeros: the k-steps of a row's last, partial stage that are all zeros are
-      // skipped (d = 2: three of four). Full stages keep one unbranched run of products.
+      // skipped (d = 2: three of four). Full stages keep one unbranched run of products, committed on
+      // their own path: committed after the join, the branches made ptxas close each path with an empty
+      // wgmma group, and the wait below then waited for this stage's products, not the previous stage's.
       constexpr int kSteps = CH / 2, kStepElems = R::bk / kSteps;
       const std::int64_t inner_left = p.d - static_cast<std::int64_t>(k_in_tile) * R::bk;
       if (inner_left >= R::bk) {
 #pragma unroll
         for (int kk = 0; kk < kSteps; ++kk) products(kk);
+        wgmma_commit();
       } else {
 #pragma unroll
         for (int kk = 0; kk < kSteps; ++kk)
           if (kk * kStepElems < inner_left) products(kk);
+        wgmma_commit();
       }
-      wgmma_commit();
       wgmma_wait<1>();
     }
     __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
