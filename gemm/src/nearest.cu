@@ -48,8 +48,9 @@
 //    last stage (+infinity past k, so no column needs a test). The epilogue bounds the kernel where rows
 //    are short: wgmma's rows take their minima in four independent chains merged after the tile, the
 //    accumulators are not cleared (a tile's first wgmma does not add to them), and the stage's products
-//    past d are skipped (H200, 1M points, fast, ms per iteration: d = 16, k = 8192 4.54 -> 3.26; d = 2,
-//    k = 1024 0.82 -> 0.65; d = 128, k = 1024 1.35 -> 1.30; d = 512, k = 1024 4.90 -> 5.00).
+//    past d are skipped (H200, 1M points, fast, ms per iteration at 6ca2044: d = 16, k = 8192 4.54 ->
+//    3.26; d = 2, k = 1024 0.82 -> 0.65; d = 128, k = 1024 1.35 -> 1.30; d = 512, k = 1024 4.90 -> 5.00,
+//    before full stages committed their products on their own path, below).
 //    The minimum per row (ties: the lowest column) is combined over the lane quad by shuffles and kept
 //    per warp column in shared memory. At the end each block stores, per row, its (ordered value, column)
 //    for its share of the centres; finish_kernel takes the least over the shares, so the result does not
