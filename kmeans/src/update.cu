@@ -79,6 +79,29 @@ __device__ __forceinline__ long long bin_sum(const unsigned* words, std::int64_t
          static_cast<long long>(words[plane]) * (1LL << 20) + static_cast<long long>(words[2 * plane]);
 }
 
+/// Adds rows r, r + step, ... below r1 (row_of(r): this thread's vector of row r) through add(label,
+/// vector, weight), kBatch rows' loads in flight.
+template <class V, class RowOf, class Add>
+__device__ __forceinline__ void add_rows_in_order(std::int64_t r, std::int64_t r1, int step,
+                                                  const std::int32_t* __restrict__ labels,
+                                                  const double* __restrict__ weights, const RowOf& row_of,
+                                                  const Add& add) {
+  for (; r + (kBatch - 1) * step < r1; r += kBatch * step) {
+    V v[kBatch];
+    std::int32_t l[kBatch];
+    double w[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      v[b] = row_of(r + b * step);
+      l[b] = labels[r + b * step];
+      w[b] = weights ? weights[r + b * step] : 1.0;
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) add(l[b], v[b], w[b]);
+  }
+  for (; r < r1; r += step) add(labels[r], row_of(r), weights ? weights[r] : 1.0);
+}
+
 /// Binned: block (range, slice) adds the rows of its range to their clusters' sums over the slice's
 /// W = C x N columns (k x W sums of three words in shared memory, bin_add: integer atomics, so any order
 /// gives the same). C threads share a row, N columns each; the block takes kBinThreads / C rows at a time.
@@ -112,23 +135,8 @@ __global__ void __launch_bounds__(kBinThreads) binned_sums_kernel(const T* __res
     const std::int64_t r1 = min(r_end, f0 + kFlushRows);
     for (std::int64_t e = threadIdx.x; e < kBinWords * plane; e += kBinThreads) bins[e] = 0;
     __syncthreads();
-    std::int64_t r = f0 + static_cast<int>(threadIdx.x) / threads_per_row;
-    if (active) {
-      for (; r + (kBatch - 1) * rows_at_once < r1; r += kBatch * rows_at_once) {  // kBatch rows' loads in flight
-        V v[kBatch];
-        std::int32_t l[kBatch];
-        double w[kBatch];
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          v[b] = row_of(r + b * rows_at_once);
-          l[b] = labels[r + b * rows_at_once];
-          w[b] = weights ? weights[r + b * rows_at_once] : 1.0;
-        }
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) add(l[b], v[b], w[b]);
-      }
-      for (; r < r1; r += rows_at_once) add(labels[r], row_of(r), weights ? weights[r] : 1.0);
-    }
+    const std::int64_t r = f0 + static_cast<int>(threadIdx.x) / threads_per_row;
+    if (active) add_rows_in_order<V>(r, r1, rows_at_once, labels, weights, row_of, add);
     __syncthreads();
     for (std::int64_t e = threadIdx.x; e < plane; e += kBinThreads) {
       const std::int64_t c = e / width, col = slice0 + e % width;
@@ -175,23 +183,7 @@ __global__ void __launch_bounds__(kPrivateThreads) private_sums_kernel(const T* 
     const std::int64_t r1 = min(r_end, f0 + kFlushRows);
     for (std::int64_t e = threadIdx.x; e < kPrivateWarps * plane; e += kPrivateThreads) warp_sums[e] = 0;
     __syncthreads();
-    std::int64_t r = f0 + warp;
-    if (active) {
-      for (; r + (kBatch - 1) * kPrivateWarps < r1; r += kBatch * kPrivateWarps) {  // kBatch rows' loads in flight
-        V v[kBatch];
-        std::int32_t l[kBatch];
-        double w[kBatch];
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          v[b] = row_of(r + b * kPrivateWarps);
-          l[b] = labels[r + b * kPrivateWarps];
-          w[b] = weights ? weights[r + b * kPrivateWarps] : 1.0;
-        }
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) add(l[b], v[b], w[b]);
-      }
-      for (; r < r1; r += kPrivateWarps) add(labels[r], row_of(r), weights ? weights[r] : 1.0);
-    }
+    if (active) add_rows_in_order<V>(f0 + warp, r1, kPrivateWarps, labels, weights, row_of, add);
     __syncthreads();
     // Sum e of a plane is (cluster c, element i, lane t): column slice0 + t N + i.
     for (std::int64_t e = threadIdx.x; e < plane; e += kPrivateThreads) {
