@@ -232,10 +232,18 @@ constexpr std::int64_t kOnePassFloatMaxClusters = 8;
 constexpr std::int64_t kOnePassFloatMaxDims = 512;
 constexpr std::int64_t kOnePassMinDims = 128;
 
+/// SKINNY_KMEANS_ONE_PASS=1 or 0 overrides the rules below and above (for benchmarks of the crossover):
+/// 1 where the kernel applies, 0 nowhere. -1: not set.
+int forced_one_pass() {
+  const char* forced = std::getenv("SKINNY_KMEANS_ONE_PASS");
+  return forced == nullptr ? -1 : std::atoi(forced) != 0;
+}
+
 /// Whether the one pass is faster than the two for this shape (the rule above; whether the kernel can run
 /// it is assign_and_sum_applies).
 template <class T>
 bool one_pass_pays(std::int64_t d, std::int64_t k) {
+  if (const int forced = forced_one_pass(); forced >= 0) return forced == 1;
   if (d < kOnePassMinDims) return false;
   return detail::is_16bit<T> || (k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims);
 }
@@ -256,6 +264,7 @@ constexpr std::int64_t kFewClusters16BitMinDims = 128;
 template <class T>
 bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend, NearestRoute route) {
   if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
+  if (forced_one_pass() == 1) return detail::assign_and_sum_applies(x, d, k);
   if constexpr (detail::is_16bit<T>)
     return (k <= kFewClusters16BitMax && d >= kFewClusters16BitMinDims) || route != NearestRoute::native;
   return one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k);

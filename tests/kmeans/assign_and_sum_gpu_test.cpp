@@ -94,6 +94,15 @@ TEST_F(AssignAndSumGpu, FlushesItsSumsOnLongPasses) {
   matches_exact<__half>(2000003, 4, 3);
 }
 
+/// Many groups per cluster, with padding columns (zeroed once, then never copied) and rows of a vector
+/// per thread (W = 256) or a stage's copies on 192 of the threads (W = 384).
+TEST_F(AssignAndSumGpu, LongPassesKeepTheirPaddingZero) {
+  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{200003, 132, 7}, {100001, 516, 5}}) {
+    matches_exact<float>(n, d, k);
+    matches_exact<__half>(n, d, k);
+  }
+}
+
 TEST_F(AssignAndSumGpu, AppliesOnlyWhereItCan) {
   DeviceBuffer<float> x(64 * 4100);
   EXPECT_TRUE(detail::assign_and_sum_applies(x.data(), 4096, 16));
