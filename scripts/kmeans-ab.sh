@@ -2,11 +2,11 @@
 # A/B of two kmeans runs on a GPU machine: ms per iteration (and the distances' part) per shape, the two
 # sides alternating for a few rounds so that both see the GPU in the same state. A side is a kmeans binary,
 # optionally preceded by VAR=VALUE settings (the library's switches: SKINNY_NEAREST_WGMMA=0,
-# SKINNY_NEAREST_EXACT=..., SKINNY_KMEANS_SUMS=..., SKINNY_KMEANS_FUSED_MIN_K=...).
+# SKINNY_NEAREST_EXACT=..., SKINNY_KMEANS_SUMS=..., SKINNY_KMEANS_FUSED_MIN_K=..., SKINNY_KMEANS_ONE_PASS=...).
 #   scripts/kmeans-ab.sh [--rounds R] [--n N] 'A' 'B' -- 'SHAPE' ['SHAPE' ...]
 # Each SHAPE is kmeans arguments besides --n, --init, --iters and --tol (random init, 10 iterations, tol 0):
 #   scripts/kmeans-ab.sh /tmp/kmeans_old build/dev/apps/kmeans -- '--d 2 --k 8192 --math fast'
-#   scripts/kmeans-ab.sh build/dev/apps/kmeans 'SKINNY_KMEANS_SUMS=warp_private build/dev/apps/kmeans' \
+#   scripts/kmeans-ab.sh build/dev/apps/kmeans 'SKINNY_KMEANS_SUMS=sorted build/dev/apps/kmeans' \
 #       -- '--d 128 --k 16 --math fast' '--d 128 --k 16 --math fast --precision half'
 set -euo pipefail
 rounds=2

@@ -271,9 +271,8 @@ template <class T>
 class Updater {
  public:
   using C = compute_t<T>;  ///< the centroids' type
-  /// How the cluster sums are formed (update.cu): automatic picks binned or sorted by k, d and the
-  /// flushes' traffic; warp_private is taken only when asked for (or SKINNY_KMEANS_SUMS).
-  enum class Sums { automatic, binned, sorted, warp_private };
+  /// How the cluster sums are formed (update.cu): automatic picks by k, d and the flushes' traffic.
+  enum class Sums { automatic, binned, sorted };
   /// For up to n points per accumulate() call.
   Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums = Sums::automatic);
   /// The way taken (never automatic).

@@ -7,10 +7,7 @@
 //    adds those to the global sums every kFlushRows rows.
 //  * otherwise: points sorted by label (a radix sort), each block summing kPiece consecutive sorted
 //    points, one cluster's run after another, into registers.
-//  * warp-private (asked for only, not yet measured on a GPU): X read in row order as binned, each warp
-//    adding its rows to k x (a slice of 32 vectors of columns) 64-bit sums of its own in shared memory, a
-//    lane per vector of columns: no two threads add to one sum, so no atomics.
-// Every way gives the same integers, however the rows were shared out.
+// Either way the sums are the same integers, however the rows were shared out.
 #include "detail.hpp"
 #include "element.cuh"
 #include "fixed_point.hpp"
@@ -48,10 +45,6 @@ constexpr int kBinBlocksPerSm = 2;          ///< binned blocks per SM: fewer ran
 constexpr std::int64_t kBinMaxD = 64;
 constexpr std::int64_t kBinMaxSums = 16384;    ///< k x d
 constexpr double kMaxBinFlushFraction = 2.5;  ///< binned flushes' atomics at most this fraction of the bytes of X
-
-constexpr int kPrivateWarps = 4;                   ///< warps of a warp-private block, each with its own sums
-constexpr int kPrivateThreads = 32 * kPrivateWarps;
-constexpr std::size_t kPrivateSmem = 96 << 10;     ///< most shared memory for a warp-private block's sums
 
 /// Elements per vector load: 16 bytes of float or double, 8 bytes of 16-bit data (8 x 16-bit columns per
 /// thread would take twice the binned sums' shared memory).
@@ -143,58 +136,6 @@ __global__ void __launch_bounds__(kBinThreads) binned_sums_kernel(const T* __res
       if (col < d) add_fixed(hi + c * d + col, lo + c * d + col, bin_sum(bins + e, plane));
     }
     __syncthreads();  // the flush has read the words before they are zeroed again
-  }
-}
-
-/// Warp-private: block (range, slice) adds the rows of its range to their clusters' sums over the slice's
-/// W = 32 N columns, warp w taking rows w, w + kPrivateWarps, ... into k x W 64-bit sums of its own in
-/// shared memory ([warp][k][N][32]: a warp's adds of one element hit 32 consecutive sums), lane l owning
-/// columns l N .. l N + N - 1. One writer per sum: plain adds. Every kFlushRows rows of the range (at most
-/// kFlushRows values in any sum of the warps together) the warps' sums are added and go to the global
-/// (high, low) words.
-template <class T, int N>
-__global__ void __launch_bounds__(kPrivateThreads) private_sums_kernel(const T* __restrict__ x, std::int64_t n,
-                                                                      std::int64_t d,
-                                                                      const std::int32_t* __restrict__ labels,
-                                                                      const double* __restrict__ weights,
-                                                                      std::int64_t k, std::int64_t rows_per_range,
-                                                                      const double* __restrict__ scale,
-                                                                      u64* __restrict__ hi, u64* __restrict__ lo) {
-  using V = Vec<T, N>;
-  constexpr int W = 32 * N;
-  extern __shared__ long long warp_sums[];  // [kPrivateWarps][k][N][32]
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const std::int64_t slice0 = static_cast<std::int64_t>(blockIdx.y) * W, j = slice0 + lane * N;
-  const bool active = j < d;  // d is a multiple of N
-  const std::int64_t plane = k * W;
-  long long* mine = warp_sums + warp * plane + lane;
-  double f[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) f[i] = active ? scale[j + i] : 0.0;
-  const auto add = [&](std::int32_t label, const V& v, double w) {
-    long long* s = mine + static_cast<std::int64_t>(label) * W;
-#pragma unroll
-    for (int i = 0; i < N; ++i) s[32 * i] += to_fixed(to_double(v.e[i]) * w, f[i]);
-  };
-  const auto row_of = [&](std::int64_t r) { return *reinterpret_cast<const V*>(x + r * d + j); };
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * rows_per_range;
-  const std::int64_t r_end = min(n, r0 + rows_per_range);
-  for (std::int64_t f0 = r0; f0 < r_end; f0 += kFlushRows) {
-    const std::int64_t r1 = min(r_end, f0 + kFlushRows);
-    for (std::int64_t e = threadIdx.x; e < kPrivateWarps * plane; e += kPrivateThreads) warp_sums[e] = 0;
-    __syncthreads();
-    if (active) add_rows_in_order<V>(f0 + warp, r1, kPrivateWarps, labels, weights, row_of, add);
-    __syncthreads();
-    // Sum e of a plane is (cluster c, element i, lane t): column slice0 + t N + i.
-    for (std::int64_t e = threadIdx.x; e < plane; e += kPrivateThreads) {
-      const std::int64_t c = e / W, i = e % W / 32, t = e % 32, col = slice0 + t * N + i;
-      if (col >= d) continue;
-      long long sum = 0;
-#pragma unroll
-      for (int q = 0; q < kPrivateWarps; ++q) sum += warp_sums[q * plane + e];
-      add_fixed(hi + c * d + col, lo + c * d + col, sum);
-    }
-    __syncthreads();  // the flush has read the sums before they are zeroed again
   }
 }
 
@@ -372,23 +313,7 @@ const void* binned_kernel(int vec) {
                  : reinterpret_cast<const void*>(&binned_sums_kernel<T, 1>);
 }
 
-/// A warp-private block's column slice (32 vectors of `vec` elements) and shared memory for k clusters.
-struct PrivateLayout {
-  std::int64_t width = 0, slices = 0;
-  std::size_t smem = 0;
-};
-PrivateLayout private_layout(std::int64_t k, std::int64_t d, int vec) {
-  const std::int64_t width = 32LL * vec;
-  return {width, (d + width - 1) / width, static_cast<std::size_t>(kPrivateWarps * k * width) * sizeof(long long)};
-}
-
-template <class T>
-const void* private_kernel(int vec) {
-  return vec > 1 ? reinterpret_cast<const void*>(&private_sums_kernel<T, kVecOf<T>>)
-                 : reinterpret_cast<const void*>(&private_sums_kernel<T, 1>);
-}
-
-/// SKINNY_KMEANS_SUMS=binned|sorted|warp_private overrides the automatic choice (for benchmarks).
+/// SKINNY_KMEANS_SUMS=binned|sorted overrides the automatic choice (for benchmarks).
 template <class Sums>
 Sums forced_sums(Sums sums) {
   const char* forced = std::getenv("SKINNY_KMEANS_SUMS");
@@ -396,8 +321,7 @@ Sums forced_sums(Sums sums) {
   const std::string name(forced);
   if (name == "binned") return Sums::binned;
   if (name == "sorted") return Sums::sorted;
-  if (name == "warp_private") return Sums::warp_private;
-  throw std::invalid_argument("SKINNY_KMEANS_SUMS must be binned, sorted or warp_private (got '" + name + "')");
+  throw std::invalid_argument("SKINNY_KMEANS_SUMS must be binned or sorted (got '" + name + "')");
 }
 
 }  // namespace
@@ -419,16 +343,6 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
     const double flushes = double(ranges) + double(n) / double(kFlushRows);
     return flushes * double(k) * 2 * sizeof(u64) / (double(n) * sizeof(T));
   };
-  if (sums == Sums::warp_private) {  // asked for only: not yet measured against the other two
-    const PrivateLayout layout = private_layout(k, d, vec_);
-    if (layout.smem > kPrivateSmem)
-      throw std::invalid_argument("Updater: warp-private sums need " + std::to_string(kPrivateWarps) + " x k x " +
-                                  std::to_string(layout.width) + " sums of 8 bytes in " + std::to_string(kPrivateSmem) +
-                                  " bytes of shared memory; k = " + std::to_string(k));
-    way_ = Sums::warp_private;
-    ranges_ = std::max<std::int64_t>(1, std::min<std::int64_t>(n, 4LL * sms_ / layout.slices));
-    return;
-  }
   if (sums != Sums::sorted) {
     // Binned where rows are narrow and k x d small (then the sort costs more than the atomics), k x (a
     // slice of columns) fits and the flushes of kBinBlocksPerSm blocks per SM stay cheap.
@@ -518,20 +432,6 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
       binned_sums_kernel<T, 1><<<grid, kBinThreads, bins.smem, stream>>>(x, rows, d_, labels, weights, k_,
                                                                          bins.threads_per_row, rows_per_range, scale,
                                                                          hi, lo);
-    SKINNY_CHECK_LAUNCH();
-  } else if (way_ == Sums::warp_private) {
-    const PrivateLayout layout = private_layout(k_, d_, vec);
-    const std::int64_t rows_per_range = (rows + ranges_ - 1) / ranges_;
-    const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range),
-                    static_cast<unsigned>(layout.slices));
-    SKINNY_CUDA_TRY(cudaFuncSetAttribute(private_kernel<T>(vec), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(layout.smem)));
-    if (vec > 1)
-      private_sums_kernel<T, kVecOf<T>><<<grid, kPrivateThreads, layout.smem, stream>>>(
-          x, rows, d_, labels, weights, k_, rows_per_range, scale, hi, lo);
-    else
-      private_sums_kernel<T, 1><<<grid, kPrivateThreads, layout.smem, stream>>>(x, rows, d_, labels, weights, k_,
-                                                                                rows_per_range, scale, hi, lo);
     SKINNY_CHECK_LAUNCH();
   } else {
     // Points sorted by label (the sums do not depend on the order within a cluster).

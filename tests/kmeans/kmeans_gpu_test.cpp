@@ -279,9 +279,9 @@ TEST_F(KmeansGpu, FewClustersMatchExactDistances) {
   }
 }
 
-/// Every way of forming the cluster sums (binned in row order, sorted by label, warp-private in row order)
-/// gives the means and the shift computed in double on the CPU, on column counts that are not multiples of
-/// a block's slice, with and without weights.
+/// Both ways of forming the cluster sums (binned in row order, sorted by label) give the means
+/// and the shift computed in double on the CPU, on column counts that are not multiples of a block's slice,
+/// with and without weights.
 template <class T>
 void update_matches_cpu(typename detail::Updater<T>::Sums sums, std::int64_t n, std::int64_t d, std::int64_t k,
                         double tolerance, bool weighted = false) {
@@ -331,9 +331,9 @@ TEST_F(KmeansGpu, BinnedAndSortedUpdatesGiveTheMeans) {
   for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5003, 37, 16}, {3001, 1000, 3},
                                {40, 4, 16}}) {
     for (const bool weighted : {false, true}) {
-      for (const auto sums : {F::Sums::binned, F::Sums::sorted, F::Sums::warp_private})
+      for (const auto sums : {F::Sums::binned, F::Sums::sorted})
         update_matches_cpu<float>(sums, n, d, k, 1e-6, weighted);
-      for (const auto sums : {D::Sums::binned, D::Sums::sorted, D::Sums::warp_private})
+      for (const auto sums : {D::Sums::binned, D::Sums::sorted})
         update_matches_cpu<double>(sums, n, d, k, 1e-14, weighted);
     }
   }
@@ -343,12 +343,6 @@ TEST_F(KmeansGpu, BinnedAndSortedUpdatesGiveTheMeans) {
   update_matches_cpu<double>(D::Sums::binned, 20011, 20, 300, 1e-14);
   update_matches_cpu<float>(F::Sums::binned, 1100003, 2, 40, 1e-6);
   update_matches_cpu<double>(D::Sums::binned, 7, 1, 1, 1e-14, true);
-  // Warp-private: several flushes per block, a slice of 128 columns exactly, single columns, the last
-  // slice partly past d.
-  update_matches_cpu<float>(F::Sums::warp_private, 1100003, 2, 40, 1e-6);
-  update_matches_cpu<float>(F::Sums::warp_private, 20011, 128, 16, 1e-6, true);
-  update_matches_cpu<double>(D::Sums::warp_private, 7, 1, 1, 1e-14, true);
-  update_matches_cpu<double>(D::Sums::warp_private, 5003, 100, 24, 1e-14);
 }
 
 /// Binned sums refuse a k whose sums for one vector of columns do not fit a block's shared memory; the
@@ -361,10 +355,6 @@ TEST_F(KmeansGpu, BinnedSumsWhereTheyFitAndPay) {
   EXPECT_EQ(F(1 << 20, 2, 1024).way(), F::Sums::binned);
   EXPECT_EQ(F(1 << 20, 128, 128).way(), F::Sums::sorted);
   EXPECT_EQ(F(1000, 16, 128).way(), F::Sums::sorted);  // few points: the flushes would cost more than the read
-  // Warp-private sums only when asked for, and only where 4 warps' k x 128 sums fit.
-  EXPECT_EQ(F(1 << 20, 128, 16, F::Sums::warp_private).way(), F::Sums::warp_private);
-  EXPECT_THROW(F(1000, 128, 25, F::Sums::warp_private), std::invalid_argument);
-  EXPECT_NE(F(1 << 20, 128, 16).way(), F::Sums::warp_private);
 }
 
 /// The sums are exact integers: binned or sorted, in one call or in uneven parts, the new centroids
@@ -387,7 +377,7 @@ void sums_do_not_depend_on_the_split(std::int64_t n, std::int64_t d, std::int64_
   DeviceBuffer<double> dw(w);
   const cudaStream_t stream = shared_context().stream();
   std::vector<std::vector<T>> results;
-  for (const Sums sums : {Sums::binned, Sums::sorted, Sums::warp_private})
+  for (const Sums sums : {Sums::binned, Sums::sorted})
     for (const std::int64_t parts : {1, 3}) {
       detail::Updater<T> updater(n, d, k, sums);
       updater.set_scales(updater.column_max_abs(dx.data(), n, dw.data(), stream), true);
@@ -453,8 +443,8 @@ void update_relocates(typename detail::Updater<T>::Sums sums) {
 TEST_F(KmeansGpu, UpdatesRelocateToEmptyClusters) {
   using F = detail::Updater<float>;
   using D = detail::Updater<double>;
-  for (const auto sums : {F::Sums::binned, F::Sums::sorted, F::Sums::warp_private}) update_relocates<float>(sums);
-  for (const auto sums : {D::Sums::binned, D::Sums::sorted, D::Sums::warp_private}) update_relocates<double>(sums);
+  for (const auto sums : {F::Sums::binned, F::Sums::sorted}) update_relocates<float>(sums);
+  for (const auto sums : {D::Sums::binned, D::Sums::sorted}) update_relocates<double>(sums);
 }
 
 /// The deterministic device sum behind the inertia and the shift, on one block and on two passes.
