@@ -453,20 +453,22 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       // The tiles' descriptors once a stage, their k-steps and parts by offsets.
       const std::uint64_t a_desc0 = wgmma_descriptor<16 * CH>(a_tile), b_desc0 = wgmma_descriptor<16 * CH>(b_tile);
       // One k-step of the stage (32 bytes of each row): products(kk).
-      const auto products = [&](int kk) {
+      // wgmmas over the first N of the tile's 128 centres (width: N), the others' accumulators untouched.
+      const auto products = [&](int kk, auto width) {
+        constexpr int N = decltype(width)::value;
         // The parts' descriptors: part q of the centres follows part q - 1.
         const auto part = [&](int q) { return wgmma_descriptor_plus(b_desc0, 16u * (q * BN * CH) + 32u * kk); };
         const std::uint64_t a_desc = wgmma_descriptor_plus(a_desc0, 32u * kk);
         // A tile's first product starts its sums (the accumulators are not cleared between tiles).
         const bool sum_on = kk > 0 || k_in_tile > 0;
         if constexpr (kSplitPoints) {  // the small terms first
-          wgmma_m64n128_tf32_regs(acc[0], x_lo[kk], part(0), sum_on);
-          wgmma_m64n128<T>(acc[0], a_desc, part(1));
+          wgmma_m64n_tf32_regs<N>(acc[0], x_lo[kk], part(0), sum_on);
+          wgmma_m64n<T, N>(acc[0], a_desc, part(1));
         } else if constexpr (kExact) {  // 16-bit: the centres' low, middle, then high parts (64-byte rows)
-          wgmma_m64n128<T>(acc[0], a_desc, part(2), sum_on);
-          wgmma_m64n128<T>(acc[0], a_desc, part(1));
+          wgmma_m64n<T, N>(acc[0], a_desc, part(2), sum_on);
+          wgmma_m64n<T, N>(acc[0], a_desc, part(1));
         }
-        wgmma_m64n128<T>(acc[0], a_desc, part(0), kExact || sum_on);
+        wgmma_m64n<T, N>(acc[0], a_desc, part(0), kExact || sum_on);
       };
       // Past d a stage holds zeros: the k-steps of a row's last, partial stage that are all zeros are
       // skipped (d = 2: three of four). Full stages keep one unbranched run of products, committed on
@@ -474,16 +476,26 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       // wgmma group, and the wait below then waited for this stage's products, not the previous stage's.
       constexpr int kSteps = CH / 2, kStepElems = R::bk / kSteps;
       const std::int64_t inner_left = p.d - static_cast<std::int64_t>(k_in_tile) * R::bk;
-      if (inner_left >= R::bk) {
+      const auto stage_products = [&](auto width) {
+        if (inner_left >= R::bk) {
 #pragma unroll
-        for (int kk = 0; kk < kSteps; ++kk) products(kk);
-        wgmma_commit();
-      } else {
+          for (int kk = 0; kk < kSteps; ++kk) products(kk, width);
+          wgmma_commit();
+        } else {
 #pragma unroll
-        for (int kk = 0; kk < kSteps; ++kk)
-          if (kk * kStepElems < inner_left) products(kk);
-        wgmma_commit();
-      }
+          for (int kk = 0; kk < kSteps; ++kk)
+            if (kk * kStepElems < inner_left) products(kk, width);
+          wgmma_commit();
+        }
+      };
+      // A tile of at most 64 or 32 live centres (k = 16: the whole problem) multiplies only those, a
+      // half or a quarter of the tensor cores' work (16-bit exact products took three times as long as
+      // reading X at d = 4096, k = 16). Columns past them keep an earlier tile's sums (or zeros), and
+      // ||c||^2 = +infinity there, so they are never nearer.
+      const std::int64_t live = p.k - tile * BN;
+      if (live > 64) stage_products(std::integral_constant<int, 128>{});
+      else if (live > 32) stage_products(std::integral_constant<int, 64>{});
+      else stage_products(std::integral_constant<int, 32>{});
       wgmma_wait<1>();
     }
     __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free

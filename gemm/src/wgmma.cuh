@@ -144,6 +144,20 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int inne
       "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]),           \
       "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 
+#define SKINNY_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define SKINNY_WGMMA_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define SKINNY_WGMMA_D16_OPERANDS(d) \
+      "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3])
+#define SKINNY_WGMMA_D32_OPERANDS(d) \
+      "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+
 /// The wgmma's scale-d predicate from `accumulate` (operand N): false makes d = A B^T, which saves
 /// clearing the accumulators' registers before a new sum.
 #define SKINNY_WGMMA_SCALE_D(N) "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #N ", 0;\n"
@@ -192,8 +206,75 @@ __device__ __forceinline__ void wgmma_m64n128_tf32_regs(float (&d)[16][4], const
 #endif
 }
 
+/// One wgmma of a 16-bit or TF32 type's shape (k16 or k8) and N columns, D the first N / 8 n8 tiles of d.
+#define SKINNY_WGMMA_NARROW(N, DLIST, DOPS, A, B, S)                                                          \
+  if constexpr (std::is_same_v<T, float>) {                                                                   \
+    asm volatile(SKINNY_WGMMA_SCALE_D(S) "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " DLIST      \
+                                         ", %" #A ", %" #B ", accumulate, 1, 1;\n}\n"                          \
+                 : DOPS(d)                                                                                     \
+                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));                                         \
+  } else if constexpr (std::is_same_v<T, __half>) {                                                           \
+    asm volatile(SKINNY_WGMMA_SCALE_D(S) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 " DLIST       \
+                                         ", %" #A ", %" #B ", accumulate, 1, 1, 0, 0;\n}\n"                    \
+                 : DOPS(d)                                                                                     \
+                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));                                         \
+  } else {                                                                                                    \
+    asm volatile(SKINNY_WGMMA_SCALE_D(S) "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " DLIST     \
+                                         ", %" #A ", %" #B ", accumulate, 1, 1, 0, 0;\n}\n"                    \
+                 : DOPS(d)                                                                                     \
+                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));                                         \
+  }
+
+/// wgmma_m64n128 over the first N (32 or 64) of B's 128 rows, into the first N / 8 n8 tiles of d (the
+/// others keep their values): for tiles with fewer live centres, a quarter or half of the tensor-core work.
+template <class T, int N>
+__device__ __forceinline__ void wgmma_m64n(float (&d)[16][4], std::uint64_t a, std::uint64_t b,
+                                           bool accumulate = true) {
+  static_assert(N == 32 || N == 64 || N == 128, "32, 64 or 128 columns");
+#ifdef SKINNY_WGMMA
+  if constexpr (N == 128) {
+    wgmma_m64n128<T>(d, a, b, accumulate);
+  } else if constexpr (N == 64) {
+    SKINNY_WGMMA_NARROW(64, SKINNY_WGMMA_D32, SKINNY_WGMMA_D32_OPERANDS, 32, 33, 34)
+  } else {
+    SKINNY_WGMMA_NARROW(32, SKINNY_WGMMA_D16, SKINNY_WGMMA_D16_OPERANDS, 16, 17, 18)
+  }
+#else
+  __trap();
+#endif
+}
+
+/// wgmma_m64n128_tf32_regs over the first N (32 or 64) of B's rows, as wgmma_m64n.
+template <int N>
+__device__ __forceinline__ void wgmma_m64n_tf32_regs(float (&d)[16][4], const std::uint32_t (&a)[4], std::uint64_t b,
+                                                     bool accumulate = true) {
+  static_assert(N == 32 || N == 64 || N == 128, "32, 64 or 128 columns");
+#ifdef SKINNY_WGMMA
+  if constexpr (N == 128) {
+    wgmma_m64n128_tf32_regs(d, a, b, accumulate);
+  } else if constexpr (N == 64) {
+    asm volatile(SKINNY_WGMMA_SCALE_D(37) "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " SKINNY_WGMMA_D32
+                                          ", {%32, %33, %34, %35}, %36, accumulate, 1, 1;\n}\n"
+                 : SKINNY_WGMMA_D32_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
+  } else {
+    asm volatile(SKINNY_WGMMA_SCALE_D(21) "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 " SKINNY_WGMMA_D16
+                                          ", {%16, %17, %18, %19}, %20, accumulate, 1, 1;\n}\n"
+                 : SKINNY_WGMMA_D16_OPERANDS(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
+  }
+#else
+  __trap();
+#endif
+}
+
 #undef SKINNY_WGMMA_SCALE_D
 #undef SKINNY_WGMMA_D
 #undef SKINNY_WGMMA_D_OPERANDS
+#undef SKINNY_WGMMA_D16
+#undef SKINNY_WGMMA_D32
+#undef SKINNY_WGMMA_D16_OPERANDS
+#undef SKINNY_WGMMA_D32_OPERANDS
+#undef SKINNY_WGMMA_NARROW
 
 }  // namespace skinny::gemm::detail

@@ -191,6 +191,8 @@ TEST_F(Nearest, MatchesExactDistancesOnOddShapes) {
     expect_nearest(1000, 129, 36, 0, Math::exact, method);  // two centre tiles, the second with one column
     expect_nearest(300, 1300, 8, 0, Math::exact, method);   // few point blocks: centre tiles shared over grid y
     expect_nearest(10243, 260, 64, 0, Math::exact, method);
+    expect_nearest(2000, 50, 300, 0, Math::exact, method);  // one tile of 33-64 centres: wgmma 64 wide
+    expect_nearest(1000, 168, 40, 0, Math::exact, method);  // the second tile 64 wide, beside the first's sums
   }
 }
 
@@ -202,6 +204,8 @@ TEST_F(Nearest, FastMathMatchesWithinTf32Bounds) {
     expect_nearest(1000, 129, 36, 0, math);
     expect_nearest(300, 1300, 8, 0, math);
     expect_nearest(10243, 260, 64, 0, math);
+    expect_nearest(2000, 50, 300, 0, math);
+    expect_nearest(1000, 168, 40, 0, math);
   }
 }
 
@@ -221,6 +225,8 @@ void sixteen_bit_points_match() {
     expect_nearest<P>(1000, 129, 36, 0, math, method);
     expect_nearest<P>(300, 1300, 8, 0, math, method);
     expect_nearest<P>(10243, 260, 64, 0, math, method);
+    expect_nearest<P>(2000, 50, 300, 0, math, method);
+    expect_nearest<P>(1000, 168, 40, 0, math, method);
   }
 }
 
