@@ -22,7 +22,8 @@
 //    from registers (the warp's rows by ldmatrix), all into the running sums (the tensor cores add by
 //    truncation: at d = 1000 the distances' error reached 8.6 float epsilons of ||x||^2 + max ||c||^2, 0.135
 //    of the tests' bound). 16-bit exact products run their three parts on wgmma too, from cp.async stages
-//    of 64-byte rows (the 64-byte swizzle mode); exact products with row sums stay on mma.sync.
+//    of 64-byte rows (the 64-byte swizzle mode); exact products with row sums stay on mma.sync. A tile
+//    with at most 64 or 32 live centres (k <= 64, or k's last tile) takes m64n64 or m64n32 wgmmas.
 //    H200, 2^20 blobs, float distances ms per iteration, three products mma.sync / wgmma: d = 128, k = 1024
 //    4.37 / 2.15; d = 512 16.9 / 8.25; d = 16 1.37 / 0.82; d = 2 1.39 / 1.00.
 //  * Both operands stream through a ring of 16-byte slots (8 per row and stage: 32 floats or 64 16-bit
