@@ -43,13 +43,13 @@ constexpr int kMaxBlocksPerCluster = 8;         ///< the portable cluster size
 constexpr std::int64_t kMaxBlockColumns = 512;  ///< a stage of 32 float rows: 64 KB
 constexpr int kColumnStep = 128;                ///< 32 lanes x 4 columns
 
-/// Rows per warp and group: R x K partial sums per lane (16 to 64), so that two blocks fit an SM's
+/// Rows per warp and group: R x K partial sums per lane (8 to 64), so that two blocks fit an SM's
 /// registers (H100, one pass at 262144 x 4096, k = 16 in half: R = 2 4.4 ms, R = 4 5.6 ms).
 template <int K>
 constexpr int kRows = K >= 16 ? 2 : 4;
 template <int K>
 constexpr int kGroupRows = kWarps * kRows<K>;
-/// Columns whose K sums a thread keeps in registers: K x QC = 16 or 32 64-bit integers (two blocks per SM
+/// Columns whose K sums a thread keeps in registers: K x QC = 8 to 32 64-bit integers (two blocks per SM
 /// leave a thread 128 registers).
 template <int K>
 constexpr int kSumColumns = K <= 4 ? 4 : K <= 16 ? 2 : 1;
@@ -60,8 +60,8 @@ std::int64_t block_columns_max(int K) {
   return std::min<std::int64_t>(kMaxBlockColumns, std::int64_t(kThreads) * qc);
 }
 
-/// The template K for k clusters.
-int padded_clusters(std::int64_t k) { return k <= 4 ? 4 : k <= 8 ? 8 : k <= 16 ? 16 : 32; }
+/// The template K for k clusters (k = 2 its own: half the dot products and ballots of K = 4).
+int padded_clusters(std::int64_t k) { return k <= 2 ? 2 : k <= 4 ? 4 : k <= 8 ? 8 : k <= 16 ? 16 : 32; }
 
 /// Blocks per cluster and columns per block for d columns.
 struct Split {
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     float dot[V];
     if (S > 1) {
       float* own = part + buf * G * K + warp * RK;
-      if (RK >= 32 || lane % 2 == 0)
+      if (lane % kLaneCopies<RK> == 0)
 #pragma unroll
         for (int v = 0; v < V; ++v) own[idx0 + v] = acc[v];
       cluster.sync();
@@ -339,6 +339,7 @@ void assign_and_sum(const T* x, std::int64_t n, std::int64_t d, const float* c, 
                     const float* cnorm, std::int32_t* labels, float* mindist, int* counts, const SumTarget& sums,
                     cudaStream_t stream) {
   switch (padded_clusters(k)) {
+    case 2: launch<T, 2>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
     case 4: launch<T, 4>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
     case 8: launch<T, 8>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
     case 16: launch<T, 16>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;

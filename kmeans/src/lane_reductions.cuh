@@ -27,26 +27,29 @@ __device__ __forceinline__ void halve(float (&acc)[N], int lane) {
 template <int N>
 constexpr int kLaneValues = N >= 32 ? N / 32 : 1;
 
-/// The sums over the warp of the N values acc[0 .. N) (N = 16, 32 or 64). Afterwards lane l holds the sums
-/// of flat indices kLaneValues<N> l .. + kLaneValues<N> - 1 in acc[0 ..] (N >= 32), or of index l / 2 in
-/// acc[0] (N = 16; lanes 2i and 2i + 1 hold the same sum).
+/// Lanes that hold the same sum after sum_over_lanes<N>.
+template <int N>
+constexpr int kLaneCopies = N >= 32 ? 1 : 32 / N;
+
+/// The sums over the warp of the N values acc[0 .. N) (N = 8, 16, 32 or 64). Afterwards lane l holds the
+/// sums of flat indices kLaneValues<N> l .. + kLaneValues<N> - 1 in acc[0 ..] (N >= 32), or of index
+/// l / kLaneCopies<N> in acc[0] (N = 8 or 16: that many consecutive lanes hold the same sum).
 template <int N>
 __device__ __forceinline__ void sum_over_lanes(float (&acc)[N], int lane) {
-  static_assert(N == 16 || N == 32 || N == 64, "16, 32 or 64 values per lane");
+  static_assert(N == 8 || N == 16 || N == 32 || N == 64, "8, 16, 32 or 64 values per lane");
   halve<16, N / 2>(acc, lane);
   halve<8, N / 4>(acc, lane);
   halve<4, N / 8>(acc, lane);
-  halve<2, N / 16>(acc, lane);
-  if constexpr (N >= 32)
-    halve<1, N / 32>(acc, lane);
-  else
-    acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
+  if constexpr (N >= 16) halve<2, N / 16>(acc, lane);
+  else acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 2);
+  if constexpr (N >= 32) halve<1, N / 32>(acc, lane);
+  else acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
 }
 
 /// The first flat index lane `lane` holds after sum_over_lanes<N>.
 template <int N>
 __device__ __forceinline__ int lane_first_index(int lane) {
-  return N >= 32 ? kLaneValues<N> * lane : lane / 2;
+  return N >= 32 ? kLaneValues<N> * lane : lane / kLaneCopies<N>;
 }
 
 /// A row's nearest centroid: its index and squared distance (clamped at 0).
