@@ -97,7 +97,8 @@ TEST_F(AssignAndSumGpu, FlushesItsSumsOnLongPasses) {
 /// Many groups per cluster, with padding columns (zeroed once, then never copied) and rows of a vector
 /// per thread (W = 256) or a stage's copies on 192 of the threads (W = 384); k = 2 has a kernel of its own.
 TEST_F(AssignAndSumGpu, LongPassesKeepTheirPaddingZero) {
-  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{200003, 132, 7}, {200003, 132, 2}, {100001, 516, 5}}) {
+  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{200003, 132, 7},
+                               {200003, 132, 2}, {100001, 516, 5}}) {
     matches_exact<float>(n, d, k);
     matches_exact<__half>(n, d, k);
   }
