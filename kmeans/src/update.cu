@@ -7,6 +7,10 @@
 //    adds those to the global sums every kFlushRows rows.
 //  * otherwise: points sorted by label (a radix sort), each block summing kPiece consecutive sorted
 //    points, one cluster's run after another, into registers.
+//  * ballot (asked for only, not yet measured): for k <= 32, the one-pass kernel with the labels given
+//    (sum_by_labels, assign_and_sum.cu): X in row order through shared memory, each thread's cluster sums
+//    in registers, a cluster's rows found by a warp ballot. Chunks it cannot take (rows not 16-byte
+//    aligned) are sorted.
 // Either way the sums are the same integers, however the rows were shared out.
 #include "detail.hpp"
 #include "element.cuh"
@@ -25,6 +29,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace skinny::kmeans::detail {
@@ -313,7 +318,7 @@ const void* binned_kernel(int vec) {
                  : reinterpret_cast<const void*>(&binned_sums_kernel<T, 1>);
 }
 
-/// SKINNY_KMEANS_SUMS=binned|sorted overrides the automatic choice (for benchmarks).
+/// SKINNY_KMEANS_SUMS=binned|sorted|ballot overrides the automatic choice (for benchmarks).
 template <class Sums>
 Sums forced_sums(Sums sums) {
   const char* forced = std::getenv("SKINNY_KMEANS_SUMS");
@@ -321,7 +326,8 @@ Sums forced_sums(Sums sums) {
   const std::string name(forced);
   if (name == "binned") return Sums::binned;
   if (name == "sorted") return Sums::sorted;
-  throw std::invalid_argument("SKINNY_KMEANS_SUMS must be binned or sorted (got '" + name + "')");
+  if (name == "ballot") return Sums::ballot;
+  throw std::invalid_argument("SKINNY_KMEANS_SUMS must be binned, sorted or ballot (got '" + name + "')");
 }
 
 }  // namespace
@@ -343,7 +349,14 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
     const double flushes = double(ranges) + double(n) / double(kFlushRows);
     return flushes * double(k) * 2 * sizeof(u64) / (double(n) * sizeof(T));
   };
-  if (sums != Sums::sorted) {
+  if (sums == Sums::ballot) {
+    if (!detail::assign_and_sum_applies(static_cast<const T*>(nullptr), d, k))
+      throw std::invalid_argument("Updater: ballot sums need float or 16-bit points, k <= " +
+                                  std::to_string(kFewClustersMax) + ", d a multiple of 4 up to the one-pass "
+                                  "kernel's width and compute capability 9.0; k = " + std::to_string(k) +
+                                  ", d = " + std::to_string(d));
+    way_ = Sums::ballot;  // the sort's buffers below serve chunks whose rows are not aligned
+  } else if (sums != Sums::sorted) {
     // Binned where rows are narrow and k x d small (then the sort costs more than the atomics), k x (a
     // slice of columns) fits and the flushes of kBinBlocksPerSm blocks per SM stay cheap.
     const BinLayout bins = bin_layout(k, d, vec_);
@@ -433,6 +446,9 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
                                                                          bins.threads_per_row, rows_per_range, scale,
                                                                          hi, lo);
     SKINNY_CHECK_LAUNCH();
+  } else if (way_ == Sums::ballot && assign_and_sum_applies(x, d_, k_)) {
+    if constexpr (!std::is_same_v<T, double>)  // (assign_and_sum_applies is false for double)
+      sum_by_labels(x, rows, d_, k_, labels, weights, sum_target(), stream);
   } else {
     // Points sorted by label (the sums do not depend on the order within a cluster).
     SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_.data(), labels, static_cast<std::size_t>(rows) * sizeof(std::int32_t),

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace skinny::kmeans {
@@ -345,6 +346,19 @@ TEST_F(KmeansGpu, BinnedAndSortedUpdatesGiveTheMeans) {
   update_matches_cpu<double>(D::Sums::binned, 7, 1, 1, 1e-14, true);
 }
 
+/// Whether this GPU runs the one-pass kernel (ballot sums): compute capability 9.0 and up.
+bool ballot_sums_run_here() { return detail::assign_and_sum_applies(static_cast<const float*>(nullptr), 4, 2); }
+
+/// Ballot sums (the one-pass kernel's, labels given) give the means as the CPU does: one block of columns
+/// and two, k from 3 to 32, more rows than a flush takes, with and without weights.
+TEST_F(KmeansGpu, BallotUpdatesGiveTheMeans) {
+  if (!ballot_sums_run_here()) GTEST_SKIP() << "ballot sums need compute capability 9.0 (the one-pass kernel)";
+  using F = detail::Updater<float>;
+  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5003, 36, 16}, {3001, 1000, 3},
+                               {40, 4, 16}, {20011, 128, 32}, {70001, 132, 2}})
+    for (const bool weighted : {false, true}) update_matches_cpu<float>(F::Sums::ballot, n, d, k, 1e-6, weighted);
+}
+
 /// Binned sums refuse a k whose sums for one vector of columns do not fit a block's shared memory; the
 /// automatic choice takes them for narrow rows with many points, the sort otherwise.
 TEST_F(KmeansGpu, BinnedSumsWhereTheyFitAndPay) {
@@ -355,6 +369,11 @@ TEST_F(KmeansGpu, BinnedSumsWhereTheyFitAndPay) {
   EXPECT_EQ(F(1 << 20, 2, 1024).way(), F::Sums::binned);
   EXPECT_EQ(F(1 << 20, 128, 128).way(), F::Sums::sorted);
   EXPECT_EQ(F(1000, 16, 128).way(), F::Sums::sorted);  // few points: the flushes would cost more than the read
+  // Ballot sums only when asked for, and only where the one-pass kernel runs.
+  EXPECT_THROW(F(1000, 37, 16, F::Sums::ballot), std::invalid_argument);  // d not a multiple of 4
+  EXPECT_THROW(F(1000, 36, 33, F::Sums::ballot), std::invalid_argument);  // k > 32
+  EXPECT_THROW(detail::Updater<double>(1000, 36, 16, detail::Updater<double>::Sums::ballot), std::invalid_argument);
+  EXPECT_NE(F(1 << 20, 128, 16).way(), F::Sums::ballot);
 }
 
 /// The sums are exact integers: binned or sorted, in one call or in uneven parts, the new centroids
@@ -377,7 +396,9 @@ void sums_do_not_depend_on_the_split(std::int64_t n, std::int64_t d, std::int64_
   DeviceBuffer<double> dw(w);
   const cudaStream_t stream = shared_context().stream();
   std::vector<std::vector<T>> results;
-  for (const Sums sums : {Sums::binned, Sums::sorted})
+  std::vector<Sums> ways = {Sums::binned, Sums::sorted};
+  if (std::is_same_v<T, float> && d % 4 == 0 && ballot_sums_run_here()) ways.push_back(Sums::ballot);
+  for (const Sums sums : ways)
     for (const std::int64_t parts : {1, 3}) {
       detail::Updater<T> updater(n, d, k, sums);
       updater.set_scales(updater.column_max_abs(dx.data(), n, dw.data(), stream), true);
