@@ -233,10 +233,11 @@ constexpr std::int64_t kOnePassFloatMaxDims = 512;
 constexpr std::int64_t kOnePassMinDims = 128;
 
 /// SKINNY_KMEANS_ONE_PASS=1 or 0 overrides the rules below and above (for benchmarks of the crossover):
-/// 1 where the kernel applies, 0 nowhere. -1: not set.
+/// 1 where the kernel applies, 0 nowhere. -1: not set (or another value).
 int forced_one_pass() {
   const char* forced = std::getenv("SKINNY_KMEANS_ONE_PASS");
-  return forced == nullptr ? -1 : std::atoi(forced) != 0;
+  const std::string value = forced == nullptr ? "" : forced;
+  return value == "1" ? 1 : value == "0" ? 0 : -1;
 }
 
 /// Whether the one pass is faster than the two for this shape (the rule above; whether the kernel can run
