@@ -25,12 +25,14 @@ fi
 sides=("$1" "$2")
 shift 3
 
-# One run: "ms (distances)" from the program's per-iteration line, or the error's first line.
+# One run: "ms (distances)" from the program's per-iteration line, "ms (one pass x)" where one kernel
+# assigned and summed, or the error's first line.
 run() {
   local side=$1 shape=$2 line
   # shellcheck disable=SC2086  # the side and the shape are word lists on purpose
   line=$(env $side --n "$n" --init random --iters 10 --tol 0 $shape 2>&1 | grep -E "ms per iteration|rror" | head -1)
-  sed -E 's/^([0-9.]+) ms per iteration.*distances ([0-9.]+).*/\1 (\2)/' <<<"$line"
+  sed -E -e 's/^([0-9.]+) ms per iteration.*distances ([0-9.]+).*/\1 (\2)/' \
+    -e 's/^([0-9.]+) ms per iteration.*assignment and sums ([0-9.]+).*/\1 (one pass \2)/' <<<"$line"
 }
 
 header="shape"
