@@ -1,6 +1,7 @@
 // Hopper's warpgroup matrix multiply (wgmma, sm_90a) for the fused nearest-centre kernel: a warpgroup
-// (4 consecutive warps, 128 threads) multiplies a 64-row tile of A by a 128-row tile of B, both read from
-// shared memory through descriptors (or A from registers, TF32), into 64 float accumulators per thread.
+// (4 consecutive warps, 128 threads) multiplies a 64-row tile of A by the first 32, 64 or 128 rows of a
+// 128-row tile of B, both read from shared memory through descriptors (or A from registers, TF32), into up
+// to 64 float accumulators per thread.
 //
 // The tiles are K-major with 128-byte rows swizzled as the hardware's 128-byte mode expects: 16-byte chunk
 // c of row r is stored at chunk c ^ (r % 8), and each group of 8 rows (1024 bytes) starts 1024-byte aligned
@@ -163,52 +164,8 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int inne
 /// clearing the accumulators' registers before a new sum.
 #define SKINNY_WGMMA_SCALE_D(N) "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %" #N ", 0;\n"
 
-/// d (64 x 128 per warpgroup; this thread's d[j][e]: n8 tile j, rows g and g + 8, columns 2t and 2t + 1, as
-/// mma.sync's m16n8 fragments of the warp's 16 rows) += A (64 x one k-step) B^T (128 x one k-step), one
-/// product per term: TF32 for float elements (the tensor cores read their top 19 bits), or half / bfloat16.
-/// accumulate false: d = A B^T (d's old values are not read).
-template <class T>
-__device__ __forceinline__ void wgmma_m64n128(float (&d)[16][4], std::uint64_t a, std::uint64_t b,
-                                              bool accumulate = true) {
-#ifdef SKINNY_WGMMA
-  if constexpr (std::is_same_v<T, float>) {
-    asm volatile(SKINNY_WGMMA_SCALE_D(66) "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D
-                                          ", %64, %65, accumulate, 1, 1;\n}\n"
-                 : SKINNY_WGMMA_D_OPERANDS(d)
-                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-  } else if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(SKINNY_WGMMA_SCALE_D(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " SKINNY_WGMMA_D
-                                          ", %64, %65, accumulate, 1, 1, 0, 0;\n}\n"
-                 : SKINNY_WGMMA_D_OPERANDS(d)
-                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-  } else {
-    asm volatile(SKINNY_WGMMA_SCALE_D(66) "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " SKINNY_WGMMA_D
-                                          ", %64, %65, accumulate, 1, 1, 0, 0;\n}\n"
-                 : SKINNY_WGMMA_D_OPERANDS(d)
-                 : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));
-  }
-#else
-  __trap();  // the host runs these only where wgmma_compiled says so
-#endif
-}
-
-/// d += A B^T as wgmma_m64n128<float>, with this warp's 16 rows of A (one k-step of 8 TF32 elements) from
-/// registers: a[0] row g, inner t; a[1] row g + 8, inner t; a[2], a[3] the same at inner t + 4 (mma.sync's
-/// m16n8k8 A fragment). The registers must stay unchanged until the wgmma completes.
-__device__ __forceinline__ void wgmma_m64n128_tf32_regs(float (&d)[16][4], const std::uint32_t (&a)[4],
-                                                        std::uint64_t b, bool accumulate = true) {
-#ifdef SKINNY_WGMMA
-  asm volatile(SKINNY_WGMMA_SCALE_D(69) "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " SKINNY_WGMMA_D
-                                        ", {%64, %65, %66, %67}, %68, accumulate, 1, 1;\n}\n"
-               : SKINNY_WGMMA_D_OPERANDS(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
-#else
-  __trap();
-#endif
-}
-
-/// One wgmma of a 16-bit or TF32 type's shape (k16 or k8) and N columns, D the first N / 8 n8 tiles of d.
-#define SKINNY_WGMMA_NARROW(N, DLIST, DOPS, A, B, S)                                                          \
+/// One wgmma of N columns, both operands from shared memory: TF32 for float (k8), half or bfloat16 (k16).
+#define SKINNY_WGMMA_SS(N, DLIST, DOPS, A, B, S)                                                              \
   if constexpr (std::is_same_v<T, float>) {                                                                   \
     asm volatile(SKINNY_WGMMA_SCALE_D(S) "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " DLIST      \
                                          ", %" #A ", %" #B ", accumulate, 1, 1;\n}\n"                          \
@@ -226,43 +183,50 @@ __device__ __forceinline__ void wgmma_m64n128_tf32_regs(float (&d)[16][4], const
                  : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)));                                         \
   }
 
-/// wgmma_m64n128 over the first N (32 or 64) of B's 128 rows, into the first N / 8 n8 tiles of d (the
-/// others keep their values): for tiles with fewer live centres, a quarter or half of the tensor-core work.
+/// One TF32 wgmma of N columns with A from registers (AREGS: their four operands, then B's).
+#define SKINNY_WGMMA_RS_TF32(N, DLIST, DOPS, AREGS, S)                                                        \
+  asm volatile(SKINNY_WGMMA_SCALE_D(S) "wgmma.mma_async.sync.aligned.m64n" #N "k8.f32.tf32.tf32 " DLIST        \
+                                       ", " AREGS ", accumulate, 1, 1;\n}\n"                                   \
+               : DOPS(d)                                                                                       \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
+
+/// d += A B^T over the first N (32, 64 or 128) of B's 128 rows, one product per term: TF32 for float
+/// elements (the tensor cores read their top 19 bits), or half / bfloat16. A is the warpgroup's 64 rows, one
+/// k-step. This thread's d[j][e]: n8 tile j, rows g and g + 8, columns 2t and 2t + 1, as mma.sync's m16n8
+/// fragments of the warp's 16 rows; a narrower N writes the first N / 8 tiles and leaves the others (tiles
+/// with fewer live centres: a half or a quarter of the tensor-core work). accumulate false: d = A B^T (d's
+/// old values are not read).
 template <class T, int N>
 __device__ __forceinline__ void wgmma_m64n(float (&d)[16][4], std::uint64_t a, std::uint64_t b,
                                            bool accumulate = true) {
   static_assert(N == 32 || N == 64 || N == 128, "32, 64 or 128 columns");
 #ifdef SKINNY_WGMMA
   if constexpr (N == 128) {
-    wgmma_m64n128<T>(d, a, b, accumulate);
+    SKINNY_WGMMA_SS(128, SKINNY_WGMMA_D, SKINNY_WGMMA_D_OPERANDS, 64, 65, 66)
   } else if constexpr (N == 64) {
-    SKINNY_WGMMA_NARROW(64, SKINNY_WGMMA_D32, SKINNY_WGMMA_D32_OPERANDS, 32, 33, 34)
+    SKINNY_WGMMA_SS(64, SKINNY_WGMMA_D32, SKINNY_WGMMA_D32_OPERANDS, 32, 33, 34)
   } else {
-    SKINNY_WGMMA_NARROW(32, SKINNY_WGMMA_D16, SKINNY_WGMMA_D16_OPERANDS, 16, 17, 18)
+    SKINNY_WGMMA_SS(32, SKINNY_WGMMA_D16, SKINNY_WGMMA_D16_OPERANDS, 16, 17, 18)
   }
 #else
-  __trap();
+  __trap();  // the host runs these only where wgmma_compiled says so
 #endif
 }
 
-/// wgmma_m64n128_tf32_regs over the first N (32 or 64) of B's rows, as wgmma_m64n.
+/// d += A B^T as wgmma_m64n<float, N>, with this warp's 16 rows of A (one k-step of 8 TF32 elements) from
+/// registers: a[0] row g, inner t; a[1] row g + 8, inner t; a[2], a[3] the same at inner t + 4 (mma.sync's
+/// m16n8k8 A fragment). The registers must stay unchanged until the wgmma completes.
 template <int N>
 __device__ __forceinline__ void wgmma_m64n_tf32_regs(float (&d)[16][4], const std::uint32_t (&a)[4], std::uint64_t b,
                                                      bool accumulate = true) {
   static_assert(N == 32 || N == 64 || N == 128, "32, 64 or 128 columns");
 #ifdef SKINNY_WGMMA
   if constexpr (N == 128) {
-    wgmma_m64n128_tf32_regs(d, a, b, accumulate);
+    SKINNY_WGMMA_RS_TF32(128, SKINNY_WGMMA_D, SKINNY_WGMMA_D_OPERANDS, "{%64, %65, %66, %67}, %68", 69)
   } else if constexpr (N == 64) {
-    asm volatile(SKINNY_WGMMA_SCALE_D(37) "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " SKINNY_WGMMA_D32
-                                          ", {%32, %33, %34, %35}, %36, accumulate, 1, 1;\n}\n"
-                 : SKINNY_WGMMA_D32_OPERANDS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
+    SKINNY_WGMMA_RS_TF32(64, SKINNY_WGMMA_D32, SKINNY_WGMMA_D32_OPERANDS, "{%32, %33, %34, %35}, %36", 37)
   } else {
-    asm volatile(SKINNY_WGMMA_SCALE_D(21) "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 " SKINNY_WGMMA_D16
-                                          ", {%16, %17, %18, %19}, %20, accumulate, 1, 1;\n}\n"
-                 : SKINNY_WGMMA_D16_OPERANDS(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
+    SKINNY_WGMMA_RS_TF32(32, SKINNY_WGMMA_D16, SKINNY_WGMMA_D16_OPERANDS, "{%16, %17, %18, %19}, %20", 21)
   }
 #else
   __trap();
@@ -276,6 +240,7 @@ __device__ __forceinline__ void wgmma_m64n_tf32_regs(float (&d)[16][4], const st
 #undef SKINNY_WGMMA_D32
 #undef SKINNY_WGMMA_D16_OPERANDS
 #undef SKINNY_WGMMA_D32_OPERANDS
-#undef SKINNY_WGMMA_NARROW
+#undef SKINNY_WGMMA_SS
+#undef SKINNY_WGMMA_RS_TF32
 
 }  // namespace skinny::gemm::detail
