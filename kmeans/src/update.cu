@@ -9,7 +9,7 @@
 //    points, one cluster's run after another, into registers.
 //  * ballot (asked for only, not yet measured): for k <= 32, the one-pass kernel with the labels given
 //    (sum_by_labels, assign_and_sum.cu): X in row order through shared memory, each thread's cluster sums
-//    in registers, a cluster's rows found by a warp ballot. Chunks it cannot take (rows not 16-byte
+//    in registers, a cluster's rows found by a warp ballot. Chunks it cannot take (rows not 4-element
 //    aligned) are sorted.
 // Either way the sums are the same integers, however the rows were shared out.
 #include "detail.hpp"
@@ -446,8 +446,9 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
                                                                          bins.threads_per_row, rows_per_range, scale,
                                                                          hi, lo);
     SKINNY_CHECK_LAUNCH();
-  } else if (way_ == Sums::ballot && assign_and_sum_applies(x, d_, k_)) {
-    if constexpr (!std::is_same_v<T, double>)  // (assign_and_sum_applies is false for double)
+  } else if (way_ == Sums::ballot && vec > 1) {
+    // The constructor checked k, d and the GPU; vectors of 4 elements are what the kernel's rows need.
+    if constexpr (!std::is_same_v<T, double>)  // (never ballot for double: the constructor refuses it)
       sum_by_labels(x, rows, d_, k_, labels, weights, sum_target(), stream);
   } else {
     // Points sorted by label (the sums do not depend on the order within a cluster).
