@@ -17,8 +17,6 @@
 //    registers, the rows of cluster j found by a warp ballot on the labels (j is then a constant: no
 //    dynamic register index). Every kFlushRows rows the sums go to the global (high, low) words with
 //    integer atomics: the same integers, and the same centroids, as the Updater's own pass.
-//  * With the labels given (sum_by_labels, the Updater's "ballot" sums) the same kernel only sums: no
-//    centroids, dot products or argmin, optionally weighted points.
 #include "detail.hpp"
 #include "element.cuh"
 #include "fixed_point.hpp"
@@ -77,11 +75,10 @@ Split split_columns(std::int64_t d, int K) {
   return {static_cast<int>(blocks), static_cast<int>((per_block + kColumnStep - 1) / kColumnStep * kColumnStep)};
 }
 
-/// The stages [2][G][W]; to find the labels also the centroids [K][W] and the exchanged dot products [2][G K].
 template <class T, int K>
-constexpr std::size_t smem_bytes(int columns, bool given_labels) {
-  const std::size_t stages = 2 * static_cast<std::size_t>(kGroupRows<K>) * sizeof(T) * columns;
-  return given_labels ? stages : stages + K * sizeof(float) * columns + 2 * kGroupRows<K> * K * sizeof(float);
+constexpr std::size_t smem_bytes(int columns) {
+  return (2 * static_cast<std::size_t>(kGroupRows<K>) * sizeof(T) + K * sizeof(float)) * columns +
+         2 * kGroupRows<K> * K * sizeof(float);
 }
 
 /// x.c over 4 columns, added to acc in a fixed order.
@@ -95,15 +92,13 @@ __device__ __forceinline__ float4 load4(const T* p) {
   return make_float4(to_float(v.e[0]), to_float(v.e[1]), to_float(v.e[2]), to_float(v.e[3]));
 }
 
-/// kGivenLabels: the labels are read, not found (c, xnorm, cnorm, mindist and counts unused), and the
-/// points are weighted when `weights` is not null.
-template <class T, int K, bool kGivenLabels>
-__global__ void __launch_bounds__(kThreads, kGivenLabels ? 1 : 2)
+template <class T, int K>
+__global__ void __launch_bounds__(kThreads, 2)
     assign_and_sum_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d, const float* __restrict__ c, int k,
                           const float* __restrict__ xnorm, const float* __restrict__ cnorm, int W,
                           const double* __restrict__ scale, std::int32_t* __restrict__ labels,
-                          const double* __restrict__ weights, float* __restrict__ mindist, int* __restrict__ counts,
-                          u64* __restrict__ hi, u64* __restrict__ lo) {
+                          float* __restrict__ mindist, int* __restrict__ counts, u64* __restrict__ hi,
+                          u64* __restrict__ lo) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int R = kRows<K>, G = kGroupRows<K>, QC = kSumColumns<K>, RK = R * K;
   constexpr int V = kLaneValues<RK>;               // sums per lane after the reduction
@@ -126,16 +121,14 @@ __global__ void __launch_bounds__(kThreads, kGivenLabels ? 1 : 2)
   __shared__ int block_counts[K];
   __shared__ float cn[K];
 
-  if constexpr (!kGivenLabels) {
-    if (tid < K) {
-      block_counts[tid] = 0;
-      cn[tid] = tid < k ? cnorm[tid] : 0.f;
-    }
-    for (int i = tid; i < K * W; i += kThreads) {
-      const int cc = i / W;
-      const std::int64_t j = col0 + i % W;
-      cs[i] = cc < k && j < d ? c[cc * d + j] : 0.f;
-    }
+  if (tid < K) {
+    block_counts[tid] = 0;
+    cn[tid] = tid < k ? cnorm[tid] : 0.f;
+  }
+  for (int i = tid; i < K * W; i += kThreads) {
+    const int cc = i / W;
+    const std::int64_t j = col0 + i % W;
+    cs[i] = cc < k && j < d ? c[cc * d + j] : 0.f;
   }
 
   // The sum phase: thread t owns columns owner * QC .. + QC - 1 of the block's and the rows r = p (mod P)
@@ -191,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, kGivenLabels ? 1 : 2)
           cp_async<kVectorBytes>(dst + (r - copy_r) * W, src + (ok ? r * ld : 0), ok ? kVectorBytes : 0);
         }
       }
-      if (!kGivenLabels && tid < G) {
+      if (tid < G) {
         const std::int64_t row = g * G + tid;
         cp_async<4>(&group_norms[buf][tid], row < n ? xnorm + row : xnorm, row < n ? 4 : 0);
       }
@@ -208,70 +201,63 @@ __global__ void __launch_bounds__(kThreads, kGivenLabels ? 1 : 2)
     issue(g + clusters, buf ^ 1);
     const T* rows = stage + std::size_t(buf) * G * W;
 
-    if constexpr (kGivenLabels) {
-      if (tid < G) {
-        const std::int64_t row = g * G + tid;
-        group_labels[tid] = row < n ? labels[row] : -1;
+    float acc[RK];
+#pragma unroll
+    for (int i = 0; i < RK; ++i) acc[i] = 0.f;
+    const T* mine = rows + warp * R * W;
+    for (int q = lane; q < W / 4; q += 32) {
+      float4 xv[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) xv[r] = load4(mine + r * W + 4 * q);
+#pragma unroll
+      for (int cc = 0; cc < K; ++cc) {
+        const float4 cv = *reinterpret_cast<const float4*>(cs + cc * W + 4 * q);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r * K + cc] = dot4(xv[r], cv, acc[r * K + cc]);
       }
+    }
+    sum_over_lanes(acc, lane);
+    const int idx0 = lane_first_index<RK>(lane);
+
+    // The whole row's dot products: this block's alone, or all blocks' added in rank order.
+    float dot[V];
+    if (S > 1) {
+      float* own = part + buf * G * K + warp * RK;
+      if (lane % kLaneCopies<RK> == 0)
+#pragma unroll
+        for (int v = 0; v < V; ++v) own[idx0 + v] = acc[v];
+      cluster.sync();
+      // All S loads in flight before the first add (each is a round trip to another SM).
+      float got[kMaxBlocksPerCluster][V];
+#pragma unroll
+      for (int s = 0; s < kMaxBlocksPerCluster; ++s)
+        if (s < S) {
+          const float* theirs = cluster.map_shared_rank(own, s);
+#pragma unroll
+          for (int v = 0; v < V; ++v) got[s][v] = theirs[idx0 + v];
+        }
+#pragma unroll
+      for (int v = 0; v < V; ++v) dot[v] = 0.f;
+#pragma unroll
+      for (int s = 0; s < kMaxBlocksPerCluster; ++s)
+        if (s < S)
+#pragma unroll
+          for (int v = 0; v < V; ++v) dot[v] += got[s][v];
     } else {
-      float acc[RK];
 #pragma unroll
-      for (int i = 0; i < RK; ++i) acc[i] = 0.f;
-      const T* mine = rows + warp * R * W;
-      for (int q = lane; q < W / 4; q += 32) {
-        float4 xv[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) xv[r] = load4(mine + r * W + 4 * q);
-#pragma unroll
-        for (int cc = 0; cc < K; ++cc) {
-          const float4 cv = *reinterpret_cast<const float4*>(cs + cc * W + 4 * q);
-#pragma unroll
-          for (int r = 0; r < R; ++r) acc[r * K + cc] = dot4(xv[r], cv, acc[r * K + cc]);
-        }
-      }
-      sum_over_lanes(acc, lane);
-      const int idx0 = lane_first_index<RK>(lane);
+      for (int v = 0; v < V; ++v) dot[v] = acc[v];
+    }
 
-      // The whole row's dot products: this block's alone, or all blocks' added in rank order.
-      float dot[V];
-      if (S > 1) {
-        float* own = part + buf * G * K + warp * RK;
-        if (lane % kLaneCopies<RK> == 0)
-#pragma unroll
-          for (int v = 0; v < V; ++v) own[idx0 + v] = acc[v];
-        cluster.sync();
-        // All S loads in flight before the first add (each is a round trip to another SM).
-        float got[kMaxBlocksPerCluster][V];
-#pragma unroll
-        for (int s = 0; s < kMaxBlocksPerCluster; ++s)
-          if (s < S) {
-            const float* theirs = cluster.map_shared_rank(own, s);
-#pragma unroll
-            for (int v = 0; v < V; ++v) got[s][v] = theirs[idx0 + v];
-          }
-#pragma unroll
-        for (int v = 0; v < V; ++v) dot[v] = 0.f;
-#pragma unroll
-        for (int s = 0; s < kMaxBlocksPerCluster; ++s)
-          if (s < S)
-#pragma unroll
-            for (int v = 0; v < V; ++v) dot[v] += got[s][v];
-      } else {
-#pragma unroll
-        for (int v = 0; v < V; ++v) dot[v] = acc[v];
-      }
-
-      // The argmin over the lanes of each row.
-      const int r = idx0 / K;
-      const std::int64_t row = g * G + warp * R + r;
-      const LaneNearest best = nearest_over_lanes<K, V, kLanesPerRow>(dot, idx0, k, group_norms[buf][warp * R + r], cn);
-      if (lane % kLanesPerRow == 0) {
-        group_labels[warp * R + r] = row < n ? best.index : -1;
-        if (rank == 0 && row < n) {
-          labels[row] = best.index;
-          mindist[row] = best.distance;
-          atomicAdd(block_counts + best.index, 1);
-        }
+    // The argmin over the lanes of each row.
+    const int r = idx0 / K;
+    const std::int64_t row = g * G + warp * R + r;
+    const LaneNearest best = nearest_over_lanes<K, V, kLanesPerRow>(dot, idx0, k, group_norms[buf][warp * R + r], cn);
+    if (lane % kLanesPerRow == 0) {
+      group_labels[warp * R + r] = row < n ? best.index : -1;
+      if (rank == 0 && row < n) {
+        labels[row] = best.index;
+        mindist[row] = best.distance;
+        atomicAdd(block_counts + best.index, 1);
       }
     }
     __syncthreads();  // the group's labels
@@ -285,14 +271,8 @@ __global__ void __launch_bounds__(kThreads, kGivenLabels ? 1 : 2)
         const int m = __ffs(members) - 1;
         members &= members - 1;
         const Vec<T, QC> v = *reinterpret_cast<const Vec<T, QC>*>(rows + m * W + owner * QC);
-        if constexpr (kGivenLabels) {
-          const double w = weights ? weights[g * G + m] : 1.0;
 #pragma unroll
-          for (int q = 0; q < QC; ++q) sums[cc][q] += to_fixed(to_double(v.e[q]) * w, f[q]);
-        } else {
-#pragma unroll
-          for (int q = 0; q < QC; ++q) sums[cc][q] += to_fixed(to_double(v.e[q]), f[q]);
-        }
+        for (int q = 0; q < QC; ++q) sums[cc][q] += to_fixed(to_double(v.e[q]), f[q]);
       }
     }
     if (++groups_since_flush == static_cast<int>(kFlushRows / G)) {  // <= kFlushRows values per 64-bit sum
@@ -301,25 +281,21 @@ __global__ void __launch_bounds__(kThreads, kGivenLabels ? 1 : 2)
     }
   }
   flush();
-  if constexpr (!kGivenLabels) {
-    __syncthreads();
-    if (rank == 0 && tid < k && block_counts[tid] != 0) atomicAdd(counts + tid, block_counts[tid]);
-    cluster.sync();  // no block leaves while another may still read its partial sums
-  }
+  __syncthreads();
+  if (rank == 0 && tid < k && block_counts[tid] != 0) atomicAdd(counts + tid, block_counts[tid]);
+  cluster.sync();  // no block leaves while another may still read its partial sums
 #else
   __trap();  // assign_and_sum_applies() sends only compute capability >= 9.0 here
 #endif
 }
 
-/// One launch: clusters of split.blocks blocks (a row's columns), as many as the GPU holds at once, walking
-/// over the groups of rows.
-template <class T, int K, bool kGivenLabels>
+template <class T, int K>
 void launch(const T* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, const float* xnorm,
-            const float* cnorm, std::int32_t* labels, const double* weights, float* mindist, int* counts,
-            const SumTarget& sums, cudaStream_t stream) {
+            const float* cnorm, std::int32_t* labels, float* mindist, int* counts, const SumTarget& sums,
+            cudaStream_t stream) {
   const Split split = split_columns(d, K);
-  const std::size_t smem = smem_bytes<T, K>(split.columns, kGivenLabels);
-  const auto kernel = assign_and_sum_kernel<T, K, kGivenLabels>;
+  const std::size_t smem = smem_bytes<T, K>(split.columns);
+  const auto kernel = assign_and_sum_kernel<T, K>;
   SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   cudaLaunchAttribute cluster_dim;
   cluster_dim.id = cudaLaunchAttributeClusterDimension;
@@ -339,19 +315,7 @@ void launch(const T* x, std::int64_t n, std::int64_t d, const float* c, std::int
   const std::int64_t clusters = std::max<std::int64_t>(1, std::min<std::int64_t>(resident, groups));
   config.gridDim = dim3(static_cast<unsigned>(clusters * split.blocks));
   SKINNY_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, x, n, d, c, static_cast<int>(k), xnorm, cnorm, split.columns,
-                                     sums.scale, labels, weights, mindist, counts, sums.hi, sums.lo));
-}
-
-/// launch<T, K, kGivenLabels>(args...) for the K that covers k.
-template <class T, bool kGivenLabels, class... Args>
-void launch_for(std::int64_t k, const Args&... args) {
-  switch (padded_clusters(k)) {
-    case 2: return launch<T, 2, kGivenLabels>(args...);
-    case 4: return launch<T, 4, kGivenLabels>(args...);
-    case 8: return launch<T, 8, kGivenLabels>(args...);
-    case 16: return launch<T, 16, kGivenLabels>(args...);
-    default: return launch<T, 32, kGivenLabels>(args...);
-  }
+                                     sums.scale, labels, mindist, counts, sums.hi, sums.lo));
 }
 
 }  // namespace
@@ -374,15 +338,13 @@ template <class T>
 void assign_and_sum(const T* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, const float* xnorm,
                     const float* cnorm, std::int32_t* labels, float* mindist, int* counts, const SumTarget& sums,
                     cudaStream_t stream) {
-  launch_for<T, false>(k, x, n, d, c, k, xnorm, cnorm, labels, nullptr, mindist, counts, sums, stream);
-}
-
-template <class T>
-void sum_by_labels(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, const std::int32_t* labels,
-                   const double* weights, const SumTarget& sums, cudaStream_t stream) {
-  // The kernel reads the labels through the pointer it writes them to when it finds them.
-  launch_for<T, true>(k, x, n, d, nullptr, k, nullptr, nullptr, const_cast<std::int32_t*>(labels), weights, nullptr,
-                      nullptr, sums, stream);
+  switch (padded_clusters(k)) {
+    case 2: launch<T, 2>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
+    case 4: launch<T, 4>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
+    case 8: launch<T, 8>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
+    case 16: launch<T, 16>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
+    default: launch<T, 32>(x, n, d, c, k, xnorm, cnorm, labels, mindist, counts, sums, stream); break;
+  }
 }
 
 template bool assign_and_sum_applies(const float*, std::int64_t, std::int64_t);
@@ -391,9 +353,7 @@ template bool assign_and_sum_applies(const __half*, std::int64_t, std::int64_t);
 template bool assign_and_sum_applies(const __nv_bfloat16*, std::int64_t, std::int64_t);
 #define SKINNY_ASSIGN_AND_SUM(T)                                                                                  \
   template void assign_and_sum(const T*, std::int64_t, std::int64_t, const float*, std::int64_t, const float*,   \
-                               const float*, std::int32_t*, float*, int*, const SumTarget&, cudaStream_t);       \
-  template void sum_by_labels(const T*, std::int64_t, std::int64_t, std::int64_t, const std::int32_t*,           \
-                              const double*, const SumTarget&, cudaStream_t);
+                               const float*, std::int32_t*, float*, int*, const SumTarget&, cudaStream_t);
 SKINNY_ASSIGN_AND_SUM(float)
 SKINNY_ASSIGN_AND_SUM(__half)
 SKINNY_ASSIGN_AND_SUM(__nv_bfloat16)

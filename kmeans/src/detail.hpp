@@ -202,13 +202,6 @@ void assign_and_sum(const T* x, std::int64_t n, std::int64_t d, const float* c, 
                     const float* cnorm, std::int32_t* labels, float* mindist, int* counts, const SumTarget& sums,
                     cudaStream_t stream);
 
-/// The one-pass kernel's sums alone, for labels already found: each point (times its weight when weights is
-/// not null) added to its cluster's sums as Updater::accumulate adds it (the same integers), X read once in
-/// row order, no sort. Where assign_and_sum_applies.
-template <class T>
-void sum_by_labels(const T* x, std::int64_t n, std::int64_t d, std::int64_t k, const std::int32_t* labels,
-                   const double* weights, const SumTarget& sums, cudaStream_t stream);
-
 /// counts[labels[i]] += 1 for the n labels (integer atomics: the same result in any order).
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream);
 
@@ -278,9 +271,8 @@ template <class T>
 class Updater {
  public:
   using C = compute_t<T>;  ///< the centroids' type
-  /// How the cluster sums are formed (update.cu): automatic picks binned or sorted by k, d and the flushes'
-  /// traffic; ballot (the one-pass kernel's sums, sum_by_labels) only when asked for, until measured.
-  enum class Sums { automatic, binned, sorted, ballot };
+  /// How the cluster sums are formed (update.cu): automatic picks by k, d and the flushes' traffic.
+  enum class Sums { automatic, binned, registers, sorted };
   /// For up to n points per accumulate() call.
   Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums = Sums::automatic);
   /// The way taken (never automatic).

@@ -1,17 +1,17 @@
 // The centroid update, deterministic for any k and d, reading X once: the cluster sums (exact integer
 // sums, fixed_point.hpp, optionally of weighted points), empty clusters moved to the farthest points,
-// then the means and the shift. Two ways to the sums:
+// then the means and the shift. Three ways to the sums:
 //  * binned, where rows are narrow and k x d small: X read in row order, no sort. A block owns a range of
 //    rows and a slice of columns and adds each row to its cluster's sums in shared memory with integer
 //    atomics (several threads share a row, many rows at a time, so narrow rows keep them all busy), then
 //    adds those to the global sums every kFlushRows rows.
+//  * registers, for k <= 16 and float or double rows up to 128 wide: X read in row order, no sort. A
+//    warp's lanes share a row, so its label is the same in all of them, and each lane adds its columns of
+//    the row to that cluster's sums in registers; the warps' sums meet in shared memory, then go to the
+//    global sums.
 //  * otherwise: points sorted by label (a radix sort), each block summing kPiece consecutive sorted
 //    points, one cluster's run after another, into registers.
-//  * ballot (asked for only, not yet measured): for k <= 32, the one-pass kernel with the labels given
-//    (sum_by_labels, assign_and_sum.cu): X in row order through shared memory, each thread's cluster sums
-//    in registers, a cluster's rows found by a warp ballot. Chunks it cannot take (rows not 4-element
-//    aligned) are sorted.
-// Either way the sums are the same integers, however the rows were shared out.
+// Every way gives the same integers, however the rows were shared out.
 #include "detail.hpp"
 #include "element.cuh"
 #include "fixed_point.hpp"
@@ -29,7 +29,6 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace skinny::kmeans::detail {
@@ -50,6 +49,15 @@ constexpr int kBinBlocksPerSm = 2;          ///< binned blocks per SM: fewer ran
 constexpr std::int64_t kBinMaxD = 64;
 constexpr std::int64_t kBinMaxSums = 16384;    ///< k x d
 constexpr double kMaxBinFlushFraction = 2.5;  ///< binned flushes' atomics at most this fraction of the bytes of X
+constexpr std::int64_t kRegisterSumsMax = 32;  ///< most clusters whose sums a lane keeps in registers
+/// Register sums where they measured faster than the sort (H200, ms per iteration, sort -> registers):
+/// float 1M x 128, k = 16 0.56 -> 0.54, 4M x 128 2.00 -> 1.85; double 1M x 128, k = 16 0.86 -> 0.83.
+/// Slower: 16-bit points (1M x 128, k = 16 half 0.48 -> 0.51), k = 24 and 32 (0.56 -> 0.69), d = 256 and
+/// up (262144 x 4096, k = 16 2.40 -> 2.86), and binned where it applies (d <= 64).
+constexpr std::int64_t kRegisterRuleMaxK = 16;
+constexpr std::int64_t kRegisterRuleMaxD = 128;
+constexpr int kRegThreads = 256;
+constexpr int kRegWarps = kRegThreads / 32;
 
 /// Elements per vector load: 16 bytes of float or double, 8 bytes of 16-bit data (8 x 16-bit columns per
 /// thread would take twice the binned sums' shared memory).
@@ -141,6 +149,92 @@ __global__ void __launch_bounds__(kBinThreads) binned_sums_kernel(const T* __res
       if (col < d) add_fixed(hi + c * d + col, lo + c * d + col, bin_sum(bins + e, plane));
     }
     __syncthreads();  // the flush has read the words before they are zeroed again
+  }
+}
+
+/// The instance of the register sums for k clusters: K = 8, 16 or 32 (k <= K).
+int register_clusters(std::int64_t k) { return k <= 8 ? 8 : k <= 16 ? 16 : 32; }
+/// Columns per lane for K clusters: at most 32 sums of 64 bits (64 registers), so that two blocks fit an
+/// SM without spills (spilled: K = 8 with 4 float columns a lane, K = 16 with 2 double columns).
+template <class T, int K>
+constexpr int kRegColumns = K <= 16 && K * sizeof(T) <= 64 ? 2 : 1;
+
+/// s[label] += q for label in [Lo, Hi), by halving the range: a dynamic index would put s in local memory.
+/// The label is the same in all lanes of the warp, so they all take the same branches.
+template <int Lo, int Hi, int K, int N>
+__device__ __forceinline__ void add_to_cluster(long long (&s)[K][N], int label, const long long (&q)[N]) {
+  if constexpr (Hi - Lo == 1) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) s[Lo][i] += q[i];
+  } else {
+    constexpr int kMid = (Lo + Hi) / 2;
+    if (label < kMid)
+      add_to_cluster<Lo, kMid>(s, label, q);
+    else
+      add_to_cluster<kMid, Hi>(s, label, q);
+  }
+}
+
+/// Registers: block (range, slice) adds the rows of its range over the slice's W = 32 N columns. The 32
+/// lanes of a warp share a row, N columns each, and add it to its cluster's sums in registers (K x N of
+/// them). Warp w takes rows w, w + kRegWarps, ... of the range. After each round of kFlushRows rows a
+/// warp, the warps add their sums into the block's (high, low) words in shared memory one after another
+/// (a 64-bit shared atomic would be a compare-and-swap loop); at the end those go to the global words.
+template <class T, int K, int N>
+__global__ void __launch_bounds__(kRegThreads, 2) register_sums_kernel(const T* __restrict__ x, std::int64_t n,
+                                                                   std::int64_t d,
+                                                                   const std::int32_t* __restrict__ labels,
+                                                                   const double* __restrict__ weights, std::int64_t k,
+                                                                   std::int64_t rows_per_range,
+                                                                   const double* __restrict__ scale,
+                                                                   u64* __restrict__ hi, u64* __restrict__ lo) {
+  using V = Vec<T, N>;
+  constexpr int W = 32 * N;
+  __shared__ u64 block_hi[K * W], block_lo[K * W];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const std::int64_t slice0 = static_cast<std::int64_t>(blockIdx.y) * W, j = slice0 + lane * N;
+  const bool active = j < d;  // d is a multiple of N
+  double f[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) f[i] = active ? scale[j + i] : 0.0;
+  for (int e = threadIdx.x; e < K * W; e += kRegThreads) block_hi[e] = block_lo[e] = 0;
+  long long s[K][N];
+#pragma unroll
+  for (int c = 0; c < K; ++c)
+#pragma unroll
+    for (int i = 0; i < N; ++i) s[c][i] = 0;
+  const auto row_of = [&](std::int64_t r) { return *reinterpret_cast<const V*>(x + r * d + j); };
+  const auto add = [&](std::int32_t label, const V& v, double w) {
+    long long q[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) q[i] = to_fixed(to_double(v.e[i]) * w, f[i]);
+    add_to_cluster<0, K>(s, label, q);
+  };
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * rows_per_range;
+  const std::int64_t r_end = min(n, r0 + rows_per_range);
+  constexpr std::int64_t kRoundRows = kRegWarps * kFlushRows;  // <= kFlushRows values per 64-bit sum
+  for (std::int64_t f0 = r0; f0 < r_end; f0 += kRoundRows) {
+    if (active) add_rows_in_order<V>(f0 + warp, min(r_end, f0 + kRoundRows), kRegWarps, labels, weights, row_of, add);
+    for (int turn = 0; turn < kRegWarps; ++turn) {
+      __syncthreads();  // (the first: the words are zeroed; the others: the previous warp's additions are in)
+      if (warp == turn && active)
+#pragma unroll
+        for (int c = 0; c < K; ++c)
+#pragma unroll
+          for (int i = 0; i < N; ++i) {
+            block_hi[c * W + lane * N + i] += fixed_high(s[c][i]);
+            block_lo[c * W + lane * N + i] += fixed_low(s[c][i]);
+            s[c][i] = 0;
+          }
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < K * W; e += kRegThreads) {
+    const std::int64_t c = e / W, col = slice0 + e % W;
+    if (c < k && col < d && (block_hi[e] | block_lo[e]) != 0) {
+      atomicAdd(hi + c * d + col, block_hi[e]);
+      atomicAdd(lo + c * d + col, block_lo[e]);
+    }
   }
 }
 
@@ -318,16 +412,40 @@ const void* binned_kernel(int vec) {
                  : reinterpret_cast<const void*>(&binned_sums_kernel<T, 1>);
 }
 
-/// SKINNY_KMEANS_SUMS=binned|sorted|ballot overrides the automatic choice (for benchmarks).
+/// Register sums of `rows` points: the instance for k, N columns a lane where rows are vectors, else 1; as
+/// many row ranges a column slice as fill the GPU once.
+template <class T>
+void launch_register_sums(const T* x, std::int64_t rows, std::int64_t d, const std::int32_t* labels,
+                          const double* weights, std::int64_t k, bool vectors, int sms, const double* scale, u64* hi,
+                          u64* lo, cudaStream_t stream) {
+  const auto launch = [&](auto kernel, std::int64_t width) {
+    int per_sm = 0;
+    SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRegThreads, 0));
+    const std::int64_t slices = (d + width - 1) / width;
+    const std::int64_t ranges = std::clamp<std::int64_t>(std::int64_t(per_sm) * sms / slices, 1, rows);
+    const std::int64_t rows_per_range = (rows + ranges - 1) / ranges;
+    const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range), static_cast<unsigned>(slices));
+    kernel<<<grid, kRegThreads, 0, stream>>>(x, rows, d, labels, weights, k, rows_per_range, scale, hi, lo);
+    SKINNY_CHECK_LAUNCH();
+  };
+  if (!vectors) return launch(register_sums_kernel<T, 32, 1>, 32);
+  switch (register_clusters(k)) {
+    case 8: return launch(register_sums_kernel<T, 8, kRegColumns<T, 8>>, 32 * kRegColumns<T, 8>);
+    case 16: return launch(register_sums_kernel<T, 16, kRegColumns<T, 16>>, 32 * kRegColumns<T, 16>);
+    default: return launch(register_sums_kernel<T, 32, kRegColumns<T, 32>>, 32 * kRegColumns<T, 32>);
+  }
+}
+
+/// SKINNY_KMEANS_SUMS=binned|registers|sorted overrides the automatic choice (for benchmarks).
 template <class Sums>
 Sums forced_sums(Sums sums) {
   const char* forced = std::getenv("SKINNY_KMEANS_SUMS");
   if (sums != Sums::automatic || forced == nullptr) return sums;
   const std::string name(forced);
   if (name == "binned") return Sums::binned;
+  if (name == "registers") return Sums::registers;
   if (name == "sorted") return Sums::sorted;
-  if (name == "ballot") return Sums::ballot;
-  throw std::invalid_argument("SKINNY_KMEANS_SUMS must be binned, sorted or ballot (got '" + name + "')");
+  throw std::invalid_argument("SKINNY_KMEANS_SUMS must be binned, registers or sorted (got '" + name + "')");
 }
 
 }  // namespace
@@ -349,14 +467,10 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
     const double flushes = double(ranges) + double(n) / double(kFlushRows);
     return flushes * double(k) * 2 * sizeof(u64) / (double(n) * sizeof(T));
   };
-  if (sums == Sums::ballot) {
-    if (!detail::assign_and_sum_applies(static_cast<const T*>(nullptr), d, k))
-      throw std::invalid_argument("Updater: ballot sums need float or 16-bit points, k <= " +
-                                  std::to_string(kFewClustersMax) + ", d a multiple of 4 up to the one-pass "
-                                  "kernel's width and compute capability 9.0; k = " + std::to_string(k) +
-                                  ", d = " + std::to_string(d));
-    way_ = Sums::ballot;  // the sort's buffers below serve chunks whose rows are not aligned
-  } else if (sums != Sums::sorted) {
+  if (sums == Sums::registers && k > kRegisterSumsMax)
+    throw std::invalid_argument("Updater: register sums take k <= " + std::to_string(kRegisterSumsMax) +
+                                " clusters; k = " + std::to_string(k));
+  if (sums != Sums::sorted && sums != Sums::registers) {
     // Binned where rows are narrow and k x d small (then the sort costs more than the atomics), k x (a
     // slice of columns) fits and the flushes of kBinBlocksPerSm blocks per SM stay cheap.
     const BinLayout bins = bin_layout(k, d, vec_);
@@ -372,6 +486,13 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
       return;
     }
   }
+  // Registers for few clusters of float or double rows up to 128 wide (no sort), the sort otherwise.
+  if (sums == Sums::registers ||
+      (sums == Sums::automatic && k <= kRegisterRuleMaxK && d <= kRegisterRuleMaxD && sizeof(T) >= 4)) {
+    way_ = Sums::registers;
+    return;
+  }
+  way_ = Sums::sorted;
   keys_ = device_array<std::int32_t>(n);
   keys_out_ = device_array<std::int32_t>(n);
   perm_ = device_array<std::int32_t>(n);
@@ -446,10 +567,8 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
                                                                          bins.threads_per_row, rows_per_range, scale,
                                                                          hi, lo);
     SKINNY_CHECK_LAUNCH();
-  } else if (way_ == Sums::ballot && vec > 1) {
-    // The constructor checked k, d and the GPU; vectors of 4 elements are what the kernel's rows need.
-    if constexpr (!std::is_same_v<T, double>)  // (never ballot for double: the constructor refuses it)
-      sum_by_labels(x, rows, d_, k_, labels, weights, sum_target(), stream);
+  } else if (way_ == Sums::registers) {
+    launch_register_sums(x, rows, d_, labels, weights, k_, vec > 1, sms_, scale, hi, lo, stream);
   } else {
     // Points sorted by label (the sums do not depend on the order within a cluster).
     SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_.data(), labels, static_cast<std::size_t>(rows) * sizeof(std::int32_t),

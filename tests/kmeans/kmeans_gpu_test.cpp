@@ -326,15 +326,15 @@ void update_matches_cpu(typename detail::Updater<T>::Sums sums, std::int64_t n, 
   EXPECT_NEAR(want_shift, shift, tolerance * want_shift) << where;
 }
 
-TEST_F(KmeansGpu, BinnedAndSortedUpdatesGiveTheMeans) {
+TEST_F(KmeansGpu, EachWayOfSummingGivesTheMeans) {
   using F = detail::Updater<float>;
   using D = detail::Updater<double>;
   for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5003, 37, 16}, {3001, 1000, 3},
                                {40, 4, 16}}) {
     for (const bool weighted : {false, true}) {
-      for (const auto sums : {F::Sums::binned, F::Sums::sorted})
+      for (const auto sums : {F::Sums::binned, F::Sums::registers, F::Sums::sorted})
         update_matches_cpu<float>(sums, n, d, k, 1e-6, weighted);
-      for (const auto sums : {D::Sums::binned, D::Sums::sorted})
+      for (const auto sums : {D::Sums::binned, D::Sums::registers, D::Sums::sorted})
         update_matches_cpu<double>(sums, n, d, k, 1e-14, weighted);
     }
   }
@@ -346,22 +346,25 @@ TEST_F(KmeansGpu, BinnedAndSortedUpdatesGiveTheMeans) {
   update_matches_cpu<double>(D::Sums::binned, 7, 1, 1, 1e-14, true);
 }
 
-/// Whether this GPU runs the one-pass kernel (ballot sums): compute capability 9.0 and up.
-bool ballot_sums_run_here() { return detail::assign_and_sum_applies(static_cast<const float*>(nullptr), 4, 2); }
-
-/// Ballot sums (the one-pass kernel's, labels given) give the means as the CPU does: one block of columns
-/// and two, k from 3 to 32, more rows than a flush takes, with and without weights.
-TEST_F(KmeansGpu, BallotUpdatesGiveTheMeans) {
-  if (!ballot_sums_run_here()) GTEST_SKIP() << "ballot sums need compute capability 9.0 (the one-pass kernel)";
+/// Register sums: each instance (k <= 8, 16 and 32), rows of vectors and of single elements (odd d), one
+/// column slice and many, slices partly past d, and a range of more rows than one round of flushes takes.
+TEST_F(KmeansGpu, RegisterUpdatesGiveTheMeans) {
   using F = detail::Updater<float>;
-  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5003, 36, 16}, {3001, 1000, 3},
-                               {40, 4, 16}, {20011, 128, 32}, {70001, 132, 2}})
-    for (const bool weighted : {false, true}) update_matches_cpu<float>(F::Sums::ballot, n, d, k, 1e-6, weighted);
+  using D = detail::Updater<double>;
+  for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{20011, 128, 32}, {70001, 132, 2},
+                               {5003, 36, 16}, {1, 7, 1}, {1000, 127, 9}, {4099, 1000, 24}})
+    for (const bool weighted : {false, true}) {
+      update_matches_cpu<float>(F::Sums::registers, n, d, k, 1e-6, weighted);
+      update_matches_cpu<double>(D::Sums::registers, n, d, k, 1e-14, weighted);
+    }
+  // Two ranges of 128 slices on an H100 or H200: 35000 rows a range, more than a round's 8 x 4096.
+  update_matches_cpu<float>(F::Sums::registers, 70001, 4096, 20, 1e-6);
 }
 
 /// Binned sums refuse a k whose sums for one vector of columns do not fit a block's shared memory; the
-/// automatic choice takes them for narrow rows with many points, the sort otherwise.
-TEST_F(KmeansGpu, BinnedSumsWhereTheyFitAndPay) {
+/// automatic choice takes them for narrow rows with many points, registers for other rows and few
+/// clusters, the sort otherwise.
+TEST_F(KmeansGpu, EachWayOfSummingWhereItFitsAndPays) {
   using F = detail::Updater<float>;
   EXPECT_THROW(F(1000, 8, 1 << 20, F::Sums::binned), std::invalid_argument);
   EXPECT_EQ(F(1000, 8, 1 << 20).way(), F::Sums::sorted);
@@ -369,14 +372,17 @@ TEST_F(KmeansGpu, BinnedSumsWhereTheyFitAndPay) {
   EXPECT_EQ(F(1 << 20, 2, 1024).way(), F::Sums::binned);
   EXPECT_EQ(F(1 << 20, 128, 128).way(), F::Sums::sorted);
   EXPECT_EQ(F(1000, 16, 128).way(), F::Sums::sorted);  // few points: the flushes would cost more than the read
-  // Ballot sums only when asked for, and only where the one-pass kernel runs.
-  EXPECT_THROW(F(1000, 37, 16, F::Sums::ballot), std::invalid_argument);  // d not a multiple of 4
-  EXPECT_THROW(F(1000, 36, 33, F::Sums::ballot), std::invalid_argument);  // k > 32
-  EXPECT_THROW(detail::Updater<double>(1000, 36, 16, detail::Updater<double>::Sums::ballot), std::invalid_argument);
-  EXPECT_NE(F(1 << 20, 128, 16).way(), F::Sums::ballot);
+  // Register sums up to 32 clusters when asked for; by themselves for few clusters of float or double rows
+  // up to 128 wide that are not binned (where they measured faster than the sort).
+  EXPECT_THROW(F(1000, 36, 33, F::Sums::registers), std::invalid_argument);
+  EXPECT_EQ(F(1 << 20, 128, 16).way(), F::Sums::registers);
+  EXPECT_EQ(detail::Updater<double>(1 << 20, 100, 3).way(), detail::Updater<double>::Sums::registers);
+  EXPECT_EQ(F(1 << 20, 128, 17).way(), F::Sums::sorted);
+  EXPECT_EQ(F(1 << 18, 4096, 16).way(), F::Sums::sorted);
+  EXPECT_EQ(detail::Updater<__half>(1 << 20, 128, 16).way(), detail::Updater<__half>::Sums::sorted);
 }
 
-/// The sums are exact integers: binned or sorted, in one call or in uneven parts, the new centroids
+/// The sums are exact integers: binned, registers or sorted, in one call or in uneven parts, the new centroids
 /// are the same bits (what lets chunks of a stream and shards on several GPUs agree with one GPU).
 template <class T>
 void sums_do_not_depend_on_the_split(std::int64_t n, std::int64_t d, std::int64_t k) {
@@ -396,9 +402,7 @@ void sums_do_not_depend_on_the_split(std::int64_t n, std::int64_t d, std::int64_
   DeviceBuffer<double> dw(w);
   const cudaStream_t stream = shared_context().stream();
   std::vector<std::vector<T>> results;
-  std::vector<Sums> ways = {Sums::binned, Sums::sorted};
-  if (std::is_same_v<T, float> && d % 4 == 0 && ballot_sums_run_here()) ways.push_back(Sums::ballot);
-  for (const Sums sums : ways)
+  for (const Sums sums : {Sums::binned, Sums::registers, Sums::sorted})
     for (const std::int64_t parts : {1, 3}) {
       detail::Updater<T> updater(n, d, k, sums);
       updater.set_scales(updater.column_max_abs(dx.data(), n, dw.data(), stream), true);
@@ -464,8 +468,8 @@ void update_relocates(typename detail::Updater<T>::Sums sums) {
 TEST_F(KmeansGpu, UpdatesRelocateToEmptyClusters) {
   using F = detail::Updater<float>;
   using D = detail::Updater<double>;
-  for (const auto sums : {F::Sums::binned, F::Sums::sorted}) update_relocates<float>(sums);
-  for (const auto sums : {D::Sums::binned, D::Sums::sorted}) update_relocates<double>(sums);
+  for (const auto sums : {F::Sums::binned, F::Sums::registers, F::Sums::sorted}) update_relocates<float>(sums);
+  for (const auto sums : {D::Sums::binned, D::Sums::registers, D::Sums::sorted}) update_relocates<double>(sums);
 }
 
 /// The deterministic device sum behind the inertia and the shift, on one block and on two passes.
