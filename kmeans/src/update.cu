@@ -51,9 +51,10 @@ constexpr std::int64_t kBinMaxSums = 16384;    ///< k x d
 constexpr double kMaxBinFlushFraction = 2.5;  ///< binned flushes' atomics at most this fraction of the bytes of X
 constexpr std::int64_t kRegisterSumsMax = 32;  ///< most clusters whose sums a lane keeps in registers
 /// Register sums where they measured faster than the sort (H200, ms per iteration, sort -> registers):
-/// float 1M x 128, k = 16 0.56 -> 0.54, 4M x 128 2.00 -> 1.85; double 1M x 128, k = 16 0.86 -> 0.83.
+/// float 1M x 128, k = 16 0.56 -> 0.54, 4M x 128 2.00 -> 1.85; double 1M x 128, k = 16 0.85 -> 0.83.
 /// Slower: 16-bit points (1M x 128, k = 16 half 0.48 -> 0.51), k = 24 and 32 (0.56 -> 0.69), d = 256 and
-/// up (262144 x 4096, k = 16 2.40 -> 2.86), and binned where it applies (d <= 64).
+/// up (262144 x 4096, k = 16 2.41 -> 2.91), and binned where it applies (d <= 64;
+/// bench/results/h200/2026-11-28_register-sums).
 constexpr std::int64_t kRegisterRuleMaxK = 16;
 constexpr std::int64_t kRegisterRuleMaxD = 128;
 constexpr int kRegThreads = 256;
