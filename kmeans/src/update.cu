@@ -250,14 +250,29 @@ __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restri
                                                               const double* __restrict__ scale, u64* __restrict__ hi,
                                                               u64* __restrict__ lo) {
   using V = Vec<T, N>;
+  // The piece's rows, labels and weights, staged first: read from global memory in the loop, each row's
+  // load of X waited for the load of its index (two latencies a batch). H200, ms per iteration, before ->
+  // after: 262144 x 4096, k = 128 bfloat16 1.33 -> 1.27; 1M x 512, k = 16 bfloat16 1.03 -> 1.00, float
+  // 1.36 -> 1.34; 1M x 128, k = 128 0.49 -> 0.48. Before, ncu at 262144 x 4096 half, k = 16: 0.72 ms,
+  // DRAM 63 % busy, SM 55 %; each value also takes a conversion to double, at a quarter of the FMA rate.
+  __shared__ std::int32_t piece_rows[kPiece], piece_labels[kPiece];
+  __shared__ double piece_weights[kPiece];
+  const std::int64_t p0 = static_cast<std::int64_t>(blockIdx.x) * kPiece, p1 = min(n, p0 + kPiece);
+  const int count = static_cast<int>(p1 - p0);
+  for (int e = threadIdx.x; e < count; e += kThreads) {
+    const std::int32_t row = perm[p0 + e];
+    piece_rows[e] = row;
+    piece_labels[e] = sorted_labels[p0 + e];
+    piece_weights[e] = weights ? weights[row] : 1.0;
+  }
+  __syncthreads();
   const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
   if (j >= d) return;
   double f[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) f[i] = scale[j + i];
-  const std::int64_t p0 = static_cast<std::int64_t>(blockIdx.x) * kPiece, p1 = min(n, p0 + kPiece);
   long long acc[N] = {};
-  std::int32_t run = sorted_labels[p0];
+  std::int32_t run = piece_labels[0];
   const auto flush = [&] {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -265,32 +280,23 @@ __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restri
       acc[i] = 0;
     }
   };
-  const auto add = [&](std::int32_t label, const V& v, double w) {
-    if (label != run) {
+  const auto add = [&](int e, const V& v) {
+    if (piece_labels[e] != run) {
       flush();
-      run = label;
+      run = piece_labels[e];
     }
-    add_fixed_row<T, N>(acc, v, w, f);
+    add_fixed_row<T, N>(acc, v, piece_weights[e], f);
   };
-  std::int64_t p = p0;
-  for (; p + kBatch <= p1; p += kBatch) {
+  const auto row_of = [&](int e) { return *reinterpret_cast<const V*>(x + std::int64_t(piece_rows[e]) * d + j); };
+  int e = 0;
+  for (; e + kBatch <= count; e += kBatch) {
     V v[kBatch];
-    std::int32_t l[kBatch];
-    double w[kBatch];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const std::int64_t row = perm[p + b];
-      v[b] = *reinterpret_cast<const V*>(x + row * d + j);
-      l[b] = sorted_labels[p + b];
-      w[b] = weights ? weights[row] : 1.0;
-    }
+    for (int b = 0; b < kBatch; ++b) v[b] = row_of(e + b);
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) add(l[b], v[b], w[b]);
+    for (int b = 0; b < kBatch; ++b) add(e + b, v[b]);
   }
-  for (; p < p1; ++p) {
-    const std::int64_t row = perm[p];
-    add(sorted_labels[p], *reinterpret_cast<const V*>(x + row * d + j), weights ? weights[row] : 1.0);
-  }
+  for (; e < count; ++e) add(e, row_of(e));
   flush();
 }
 
