@@ -41,19 +41,9 @@ SKINNY_HOST_DEVICE inline unsigned long long fixed_low(long long s) {
 /// q = round(v * scale), scale a power of two (an exact product), for |v * scale| < 2^51: adding 1.5 x 2^52
 /// leaves the rounded integer in the low bits of the double (one FMA and one integer subtraction instead
 /// of a conversion, which runs at a quarter of the FMA rate).
-constexpr double kFixedMagic = 6755399441055744.0;  // 1.5 x 2^52
 __device__ __forceinline__ long long to_fixed(double v, double scale) {
-  return __double_as_longlong(__fma_rn(v, scale, kFixedMagic)) - __double_as_longlong(kFixedMagic);
-}
-
-/// to_fixed before its subtraction: a sum of m of these less m times the bits of kFixedMagic, in wrapping
-/// unsigned arithmetic, is the sum of the m to_fixed values (one subtraction a run instead of one a value).
-__device__ __forceinline__ unsigned long long to_fixed_biased(double v, double scale) {
-  return static_cast<unsigned long long>(__double_as_longlong(__fma_rn(v, scale, kFixedMagic)));
-}
-__device__ __forceinline__ long long unbias_fixed(unsigned long long biased_sum, long long count) {
-  return static_cast<long long>(biased_sum - static_cast<unsigned long long>(count) *
-                                                 static_cast<unsigned long long>(__double_as_longlong(kFixedMagic)));
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 x 2^52
+  return __double_as_longlong(__fma_rn(v, scale, kMagic)) - __double_as_longlong(kMagic);
 }
 
 /// Adds a 64-bit partial sum into an element's (high, low) accumulators.

@@ -65,6 +65,13 @@ constexpr int kRegWarps = kRegThreads / 32;
 template <class T>
 constexpr int kVecOf = sizeof(T) >= 4 ? 16 / static_cast<int>(sizeof(T)) : 4;
 
+/// Adds N elements of v times the weight w, each in fixed point with its column's scale.
+template <class T, int N>
+__device__ __forceinline__ void add_fixed_row(long long* s, const Vec<T, N>& v, double w, const double (&scale)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) s[i] += to_fixed(to_double(v.e[i]) * w, scale[i]);
+}
+
 /// A binned sum's three 32-bit words: q = a 2^40 + b 2^20 + c with a signed (|a| <= 2^10 for |q| <= 2^50)
 /// and b, c in [0, 2^20), so kFlushRows (2^12) of each add up in 32 bits, by the shared-memory atomics
 /// the hardware has (a 64-bit one is a compare-and-swap loop).
@@ -234,9 +241,8 @@ __global__ void __launch_bounds__(kRegThreads, 2) register_sums_kernel(const T* 
 
 /// Block (piece, column slice): adds kPiece consecutive points of the label-sorted order (gathered
 /// through perm) over N * kThreads columns; each run of one cluster is summed in registers and added to
-/// that cluster's global sums when the run ends. kWeighted: the points are weighted (else no weight is
-/// read or multiplied).
-template <class T, int N, bool kWeighted>
+/// that cluster's global sums when the run ends.
+template <class T, int N>
 __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
                                                               const std::int32_t* __restrict__ perm,
                                                               const std::int32_t* __restrict__ sorted_labels,
@@ -250,14 +256,14 @@ __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restri
   // 1.36 -> 1.34; 1M x 128, k = 128 0.49 -> 0.48. Before, ncu at 262144 x 4096 half, k = 16: 0.72 ms,
   // DRAM 63 % busy, SM 55 %; each value also takes a conversion to double, at a quarter of the FMA rate.
   __shared__ std::int32_t piece_rows[kPiece], piece_labels[kPiece];
-  __shared__ double piece_weights[kWeighted ? kPiece : 1];
+  __shared__ double piece_weights[kPiece];
   const std::int64_t p0 = static_cast<std::int64_t>(blockIdx.x) * kPiece, p1 = min(n, p0 + kPiece);
   const int count = static_cast<int>(p1 - p0);
   for (int e = threadIdx.x; e < count; e += kThreads) {
     const std::int32_t row = perm[p0 + e];
     piece_rows[e] = row;
     piece_labels[e] = sorted_labels[p0 + e];
-    if constexpr (kWeighted) piece_weights[e] = weights[row];
+    piece_weights[e] = weights ? weights[row] : 1.0;
   }
   __syncthreads();
   const std::int64_t j = (static_cast<std::int64_t>(blockIdx.y) * kThreads + threadIdx.x) * N;
@@ -265,29 +271,21 @@ __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restri
   double f[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) f[i] = scale[j + i];
-  // A run's sums before their bias is taken off (to_fixed_biased), and its length.
-  u64 acc[N] = {};
-  int run_length = 0;
+  long long acc[N] = {};
   std::int32_t run = piece_labels[0];
   const auto flush = [&] {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      add_fixed(hi + run * d + j + i, lo + run * d + j + i, unbias_fixed(acc[i], run_length));
+      add_fixed(hi + run * d + j + i, lo + run * d + j + i, acc[i]);
       acc[i] = 0;
     }
-    run_length = 0;
   };
   const auto add = [&](int e, const V& v) {
     if (piece_labels[e] != run) {
       flush();
       run = piece_labels[e];
     }
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const double value = kWeighted ? to_double(v.e[i]) * piece_weights[e] : to_double(v.e[i]);
-      acc[i] += to_fixed_biased(value, f[i]);
-    }
-    ++run_length;
+    add_fixed_row<T, N>(acc, v, piece_weights[e], f);
   };
   const auto row_of = [&](int e) { return *reinterpret_cast<const V*>(x + std::int64_t(piece_rows[e]) * d + j); };
   int e = 0;
@@ -588,10 +586,12 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
                                                     bits_for(k_), stream));
     const std::int64_t slices = (d_ / vec + kThreads - 1) / kThreads;
     const dim3 grid(static_cast<unsigned>((rows + kPiece - 1) / kPiece), static_cast<unsigned>(slices));
-    const auto kernel = vec > 1 ? (weights ? sorted_sums_kernel<T, kVecOf<T>, true>
-                                           : sorted_sums_kernel<T, kVecOf<T>, false>)
-                                : (weights ? sorted_sums_kernel<T, 1, true> : sorted_sums_kernel<T, 1, false>);
-    kernel<<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(), weights, scale, hi, lo);
+    if (vec > 1)
+      sorted_sums_kernel<T, kVecOf<T>><<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(),
+                                                                            weights, scale, hi, lo);
+    else
+      sorted_sums_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(), weights,
+                                                              scale, hi, lo);
     SKINNY_CHECK_LAUNCH();
   }
   if (weighted_) {
