@@ -106,8 +106,16 @@ constexpr int kMaxWarpsN = 2;  ///< the most warp columns of either layout (the 
 constexpr std::int64_t kTmaMinRowBytes = 32;
 constexpr std::int64_t kNarrowCpAsyncMaxK = 1024;
 
-/// The ring's shape for points of type T and the products `exact` asks for.
-template <class T, bool kExact>
+/// Centre rows of a stage in the ring of few centres (k <= kFewCentres, TMA stages): the stage shrinks from
+/// 32 to 20 KB (16-bit, one product), so five stages fit where three did, and each block keeps four stages
+/// of X in flight instead of two (H200, 262144 x 4096, k = 16, half: the wide ring's stages waited on
+/// their copies 76 % of the time, at 47 % of the read rate).
+constexpr int kFewCentres = 32;
+/// Shared memory one of two resident blocks a SM may take (228 KB a SM, 1 KB of it reserved per block).
+constexpr std::size_t kSmemPerBlock = 233472 / 2 - 1024;
+
+/// The ring's shape for points of type T, the products `exact` asks for and kCentres centre rows a stage.
+template <class T, bool kExact, int kCentres = BN>
 struct Ring {
   static constexpr bool is_float = std::is_same_v<T, float>;
   static constexpr int elems = 16 / int(sizeof(T));  ///< elements per 16-byte slot
@@ -115,15 +123,24 @@ struct Ring {
   static constexpr int parts = is_float ? (kExact ? 2 : 1) : (kExact ? 3 : 1);
   static constexpr int ch = !is_float && kExact ? 4 : 8;  ///< slots per row and stage
   static constexpr int bk = ch * elems;                  ///< inner elements per stage
-  /// Per stage: the points, the centre parts, then (kTileSlots) the tile's ||c||^2 and unscale factors.
-  static constexpr int slots = (BM + parts * BN) * ch + 2 * BN / 4;
-  static constexpr int stages = slots * 16 <= 33 * 1024 ? 3 : 2;
-  /// The ring, then per row and warp column the best value, column, row sum and second best; wgmma also
-  /// needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand.
-  static constexpr std::size_t smem = std::size_t(stages) * slots * 16 +
-                                      BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
+  static constexpr int bn = kCentres;  ///< centre rows of a stage (BN, or kFewCentres: the tile's first)
+  static_assert(bn == BN || bn == kFewCentres, "the wide ring, or the few centres' one");
+  /// Per stage: the points, the centre parts, then (tile_slots) the tile's ||c||^2 and unscale factors,
+  /// BN of each (+infinity and 0 past k).
+  static constexpr int tile_slots = (BM + parts * bn) * ch;
+  static constexpr int slots = tile_slots + 2 * BN / 4;
+  /// Per row and warp column the best value, column, row sum and second best.
+  static constexpr std::size_t best_bytes = BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
+  /// wgmma also needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand, and
+  /// an mbarrier a stage.
+  static constexpr std::size_t wgmma_extra = 1024 + 8 * sizeof(std::uint64_t);
+  static constexpr int stages =
+      bn == BN ? (slots * 16 <= 33 * 1024 ? 3 : 2)
+               : static_cast<int>(std::min<std::size_t>(8, (kSmemPerBlock - best_bytes - wgmma_extra) / (slots * 16)));
+  static constexpr std::size_t smem = std::size_t(stages) * slots * 16 + best_bytes;
   static constexpr std::size_t smem_wgmma = smem + 1024 + stages * sizeof(std::uint64_t);  // + mbarriers
   static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
+  static_assert(stages >= 2 && (slots * 16) % 1024 == 0, "a ring of stages, each 1024-byte aligned for wgmma");
   static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
   /// Slot s of row r is stored at r * ch + (s ^ swizzle(r)): the 8 rows an 8 x 8 ldmatrix reads (16 bytes
   /// each, one slot) then fall in 8 distinct bank groups.
@@ -278,11 +295,13 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
 /// of ExactMethod::fast_then_recheck). kWgmma: Hopper's wgmma (sm_90a) instead of mma.sync (one product per
 /// term, or the three exact ones); kTma: its stages loaded by the TMA, else by cp.async (narrow rows,
-/// kTmaMinRowBytes; 16-bit exact products' 64-byte rows).
-template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma>
+/// kTmaMinRowBytes; 16-bit exact products' 64-byte rows); kFew: TMA stages of kFewCentres centre rows, for
+/// k <= kFewCentres.
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma, bool kFew = false>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
   static_assert(kWgmma || !kTma, "the TMA feeds wgmma's stages");
-  using R = Ring<T, kExact>;
+  static_assert(kTma || !kFew, "the few centres' ring has TMA stages");
+  using R = Ring<T, kExact, kFew ? kFewCentres : BN>;
   static_assert(!kTma || R::ch == 8, "the TMA's boxes are 128-byte rows");
   constexpr int CH = R::ch, kStages = R::stages;
   constexpr int WARPS_M = Warps<kWgmma>::m, WARPS_N = Warps<kWgmma>::n, MT = Warps<kWgmma>::mt, NT = Warps<kWgmma>::nt;
@@ -315,7 +334,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   // copy nothing (zeros) and are never reported.
   constexpr int kCopies = BM * CH / kThreads;
   constexpr int kRowStep = kThreads / CH;  // rows between a thread's copies (even: same parity for all)
-  constexpr int kTileSlots = (BM + R::parts * BN) * CH;  // where a stage's ||c||^2 and unscale factors start
+  constexpr int kTileSlots = R::tile_slots;  // where a stage's ||c||^2 and unscale factors start
   const int piece = tid % CH, rc = tid / CH;
   const std::int64_t rows_left = p.n - row0 - rc;  // copy i is inside X when i * kRowStep < rows_left
   const T* x = static_cast<const T*>(p.x);
@@ -333,11 +352,11 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     if constexpr (kTma) {  // one thread: the points' and the centres' boxes, zeros past the edges
       if (tid == 0) {
         uint4* stage = ring + buf * R::slots;
-        mbarrier_expect_bytes(stage_full + buf, ((copy_points ? BM : 0) + R::parts * BN) * CH * 16);
+        mbarrier_expect_bytes(stage_full + buf, ((copy_points ? BM : 0) + R::parts * R::bn) * CH * 16);
         if (copy_points) tma_load_2d(stage, &p.x_map, next_k * R::bk, static_cast<int>(row0), stage_full + buf);
         tma_load_2d(stage + BM * CH, &p.c_map, next_k * R::bk, static_cast<int>(tile * BN), stage_full + buf);
         if constexpr (R::parts == 2)  // exact: the centres' low halves
-          tma_load_2d(stage + (BM + BN) * CH, &p.c_lo_map, next_k * R::bk, static_cast<int>(tile * BN),
+          tma_load_2d(stage + (BM + R::bn) * CH, &p.c_lo_map, next_k * R::bk, static_cast<int>(tile * BN),
                       stage_full + buf);
       }
     } else {  // every thread its slots
@@ -458,7 +477,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       const auto products = [&](int kk, auto width) {
         constexpr int N = decltype(width)::value;
         // The parts' descriptors: part q of the centres follows part q - 1.
-        const auto part = [&](int q) { return wgmma_descriptor_plus(b_desc0, 16u * (q * BN * CH) + 32u * kk); };
+        const auto part = [&](int q) { return wgmma_descriptor_plus(b_desc0, 16u * (q * R::bn * CH) + 32u * kk); };
         const std::uint64_t a_desc = wgmma_descriptor_plus(a_desc0, 32u * kk);
         // A tile's first product starts its sums (the accumulators are not cleared between tiles).
         const bool sum_on = kk > 0 || k_in_tile > 0;
@@ -494,7 +513,8 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       // iteration). Columns past them keep an earlier tile's sums (or the first clear's zeros), and
       // ||c||^2 = +infinity there, so they are never nearer.
       const std::int64_t live = p.k - tile * BN;
-      if (live > 64) stage_products(std::integral_constant<int, 128>{});
+      if constexpr (kFew) stage_products(std::integral_constant<int, kFewCentres>{});  // the ring's centres
+      else if (live > 64) stage_products(std::integral_constant<int, 128>{});
       else if (live > 32) stage_products(std::integral_constant<int, 64>{});
       else stage_products(std::integral_constant<int, 32>{});
       wgmma_wait<1>();
@@ -1089,16 +1109,17 @@ EncodeTiled encode_tiled() {
 }
 
 /// The rows x d matrix at `base` (row stride ld elements) as a TMA tensor of the ring's stage boxes: one
-/// stage's elements of 128 rows, written 128-byte swizzled, zeros past the matrix.
+/// stage's elements of box_rows rows (128, or kFewCentres centres), written 128-byte swizzled, zeros past
+/// the matrix.
 template <class T>
-CUtensorMap stage_map(const void* base, std::int64_t d, std::int64_t rows, std::int64_t ld) {
+CUtensorMap stage_map(const void* base, std::int64_t d, std::int64_t rows, std::int64_t ld, int box_rows = 128) {
   using R = Ring<T, false>;
   const CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * sizeof(T)};
-  const cuuint32_t box[2] = {R::bk, 128}, element_strides[2] = {1, 1};
+  const cuuint32_t box[2] = {R::bk, static_cast<cuuint32_t>(box_rows)}, element_strides[2] = {1, 1};
   static_assert(BM == 128 && BN == 128 && R::bk * sizeof(T) == 128, "a box is a stage: 128 rows of 128 bytes");
   CUtensorMap map;
   const CUresult r = encode_tiled()(&map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
@@ -1133,15 +1154,24 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   // runtime switch it cost the TMA path 3 %, d = 16, k = 1024).
   const bool narrow = a.d * static_cast<std::int64_t>(sizeof(T)) < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
   const bool tma = kTmaRing && wgmma && !narrow;
+  // Few centres: the ring of short stages (the checked instances keep the wide one: fewer kernels to build).
+  constexpr bool kFewRing = kTmaRing && !kRowSums && !kFault;
+  const bool few = kFewRing && tma && a.k <= kFewCentres;
   if (tma) {
+    const int centre_rows = few ? kFewCentres : BN;
     p.x_map = stage_map<T>(x, a.d, m, ldx);
-    p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi);
-    if (R::parts == 2) p.c_lo_map = stage_map<T>(c.parts + c.part_stride, a.d, a.k, c.ldi);
+    p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi, centre_rows);
+    if (R::parts == 2) p.c_lo_map = stage_map<T>(c.parts + c.part_stride, a.d, a.k, c.ldi, centre_rows);
   }
-  const auto kernel = tma     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing>
+  const auto kernel = few     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, kFewRing>
+                      : tma   ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing>
                       : wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, false>
                               : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
-  const std::size_t smem = wgmma ? R::smem_wgmma : R::smem;
+  constexpr std::size_t kFewSmem = [] {  // instantiates the few centres' ring only where it can run
+    if constexpr (kFewRing) return Ring<T, kExact, kFewCentres>::smem_wgmma;
+    return std::size_t(0);
+  }();
+  const std::size_t smem = few ? kFewSmem : wgmma ? R::smem_wgmma : R::smem;
   SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(split.blocks_x), static_cast<unsigned>(split.shares));
   kernel<<<grid, kThreads, smem, ctx.stream()>>>(p);

@@ -230,6 +230,19 @@ void sixteen_bit_points_match() {
   }
 }
 
+/// Up to 32 centres with rows the TMA copies (32 bytes and up) take stages of 32 centre rows (the few
+/// centres' ring); 33 takes the wide one. Each mode, several inner stages and a partial last one, point
+/// blocks past a multiple of 128.
+TEST_F(Nearest, FewCentresMatchThroughTheShortRing) {
+  for (const std::int64_t k : {1, 2, 16, 31, 32, 33}) {
+    expect_nearest(2049, k, 300, 0, Math::fast);
+    expect_nearest(2049, k, 300, 0, Math::exact, ExactMethod::three_products);
+    expect_nearest(2049, k, 300, 0, Math::exact, ExactMethod::fast_then_recheck);
+    expect_nearest<__half>(1000, k, 1000, 8, Math::fast);
+    expect_nearest<__nv_bfloat16>(1000, k, 72, 0, Math::fast);
+  }
+}
+
 TEST_F(Nearest, HalfPointsMatchInBothModes) { sixteen_bit_points_match<__half>(); }
 TEST_F(Nearest, Bfloat16PointsMatchInBothModes) { sixteen_bit_points_match<__nv_bfloat16>(); }
 
