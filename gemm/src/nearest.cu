@@ -130,7 +130,8 @@ struct Ring {
   static constexpr int tile_slots = (BM + parts * bn) * ch;
   static constexpr int slots = tile_slots + 2 * BN / 4;
   /// Per row and warp column the best value, column, row sum and second best.
-  static constexpr std::size_t best_bytes = BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
+  static constexpr std::size_t best_bytes =
+      BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
   /// wgmma also needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand, and
   /// an mbarrier a stage.
   static constexpr std::size_t wgmma_extra = 1024 + 8 * sizeof(std::uint64_t);

@@ -59,6 +59,7 @@ constexpr std::int64_t kRegisterRuleMaxK = 16;
 constexpr std::int64_t kRegisterRuleMaxD = 128;
 constexpr int kRegThreads = 256;
 constexpr int kRegWarps = kRegThreads / 32;
+constexpr int kRegBlocksPerSm = 2;  ///< the launch bounds' minimum: every instance fits two (no spills)
 
 /// Elements per vector load: 16 bytes of float or double, 8 bytes of 16-bit data (8 x 16-bit columns per
 /// thread would take twice the binned sums' shared memory).
@@ -182,13 +183,11 @@ __device__ __forceinline__ void add_to_cluster(long long (&s)[K][N], int label, 
 /// warp, the warps add their sums into the block's (high, low) words in shared memory one after another
 /// (a 64-bit shared atomic would be a compare-and-swap loop); at the end those go to the global words.
 template <class T, int K, int N>
-__global__ void __launch_bounds__(kRegThreads, 2) register_sums_kernel(const T* __restrict__ x, std::int64_t n,
-                                                                   std::int64_t d,
-                                                                   const std::int32_t* __restrict__ labels,
-                                                                   const double* __restrict__ weights, std::int64_t k,
-                                                                   std::int64_t rows_per_range,
-                                                                   const double* __restrict__ scale,
-                                                                   u64* __restrict__ hi, u64* __restrict__ lo) {
+__global__ void __launch_bounds__(kRegThreads, kRegBlocksPerSm)
+    register_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
+                         const std::int32_t* __restrict__ labels, const double* __restrict__ weights, std::int64_t k,
+                         std::int64_t rows_per_range,
+                         const double* __restrict__ scale, u64* __restrict__ hi, u64* __restrict__ lo) {
   using V = Vec<T, N>;
   constexpr int W = 32 * N;
   __shared__ u64 block_hi[K * W], block_lo[K * W];
@@ -429,10 +428,8 @@ void launch_register_sums(const T* x, std::int64_t rows, std::int64_t d, const s
                           const double* weights, std::int64_t k, bool vectors, int sms, const double* scale, u64* hi,
                           u64* lo, cudaStream_t stream) {
   const auto launch = [&](auto kernel, std::int64_t width) {
-    int per_sm = 0;
-    SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRegThreads, 0));
     const std::int64_t slices = (d + width - 1) / width;
-    const std::int64_t ranges = std::clamp<std::int64_t>(std::int64_t(per_sm) * sms / slices, 1, rows);
+    const std::int64_t ranges = std::clamp<std::int64_t>(std::int64_t(kRegBlocksPerSm) * sms / slices, 1, rows);
     const std::int64_t rows_per_range = (rows + ranges - 1) / ranges;
     const dim3 grid(static_cast<unsigned>((rows + rows_per_range - 1) / rows_per_range), static_cast<unsigned>(slices));
     kernel<<<grid, kRegThreads, 0, stream>>>(x, rows, d, labels, weights, k, rows_per_range, scale, hi, lo);
