@@ -106,11 +106,11 @@ constexpr int kMaxWarpsN = 2;  ///< the most warp columns of either layout (the 
 constexpr std::int64_t kTmaMinRowBytes = 32;
 constexpr std::int64_t kNarrowCpAsyncMaxK = 1024;
 
-/// Centre rows of a stage in the ring of few centres (k <= kFewCentres, TMA stages): the stage shrinks from
-/// 32 to 20 KB (16-bit, one product), so five stages fit where three did, and each block keeps four stages
-/// of X in flight instead of two (H200, 262144 x 4096, k = 16, half: the wide ring's stages waited on
-/// their copies 76 % of the time, at 47 % of the read rate).
-constexpr int kFewCentres = 32;
+/// Centre rows of a stage in the rings of few centres (k <= 32 or 64, TMA stages): the stage shrinks from 32
+/// KB (16-bit, or float with one product) to 20 or 24 KB, so five or four stages fit where three did, and
+/// each block keeps four or three stages of X in flight instead of two (H200, 262144 x 4096, k = 16, half:
+/// the wide ring's stages waited on their copies 76 % of the time, at 47 % of the read rate).
+constexpr int kFewCentres = 32, kSomeCentres = 64;
 /// Shared memory one of two resident blocks a SM may take (228 KB a SM, 1 KB of it reserved per block).
 constexpr std::size_t kSmemPerBlock = 233472 / 2 - 1024;
 
@@ -123,8 +123,8 @@ struct Ring {
   static constexpr int parts = is_float ? (kExact ? 2 : 1) : (kExact ? 3 : 1);
   static constexpr int ch = !is_float && kExact ? 4 : 8;  ///< slots per row and stage
   static constexpr int bk = ch * elems;                  ///< inner elements per stage
-  static constexpr int bn = kCentres;  ///< centre rows of a stage (BN, or kFewCentres: the tile's first)
-  static_assert(bn == BN || bn == kFewCentres, "the wide ring, or the few centres' one");
+  static constexpr int bn = kCentres;  ///< centre rows of a stage: BN, or the tile's first 32 or 64
+  static_assert(bn == BN || bn == kFewCentres || bn == kSomeCentres, "the wide ring, or a ring of few centres");
   /// Per stage: the points, the centre parts, then (tile_slots) the tile's ||c||^2 and unscale factors,
   /// BN of each (+infinity and 0 past k).
   static constexpr int tile_slots = (BM + parts * bn) * ch;
@@ -296,13 +296,13 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// the checked kernel needs). kSecond: also keeps each point's second smallest distance (the certificate
 /// of ExactMethod::fast_then_recheck). kWgmma: Hopper's wgmma (sm_90a) instead of mma.sync (one product per
 /// term, or the three exact ones); kTma: its stages loaded by the TMA, else by cp.async (narrow rows,
-/// kTmaMinRowBytes; 16-bit exact products' 64-byte rows); kFew: TMA stages of kFewCentres centre rows, for
-/// k <= kFewCentres.
-template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma, bool kFew = false>
+/// kTmaMinRowBytes; 16-bit exact products' 64-byte rows); kCentres: centre rows of a stage, fewer than BN for
+/// k <= kCentres (TMA stages).
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma, int kCentres = BN>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
   static_assert(kWgmma || !kTma, "the TMA feeds wgmma's stages");
-  static_assert(kTma || !kFew, "the few centres' ring has TMA stages");
-  using R = Ring<T, kExact, kFew ? kFewCentres : BN>;
+  static_assert(kTma || kCentres == BN, "the rings of few centres have TMA stages");
+  using R = Ring<T, kExact, kCentres>;
   static_assert(!kTma || R::ch == 8, "the TMA's boxes are 128-byte rows");
   constexpr int CH = R::ch, kStages = R::stages;
   constexpr int WARPS_M = Warps<kWgmma>::m, WARPS_N = Warps<kWgmma>::n, MT = Warps<kWgmma>::mt, NT = Warps<kWgmma>::nt;
@@ -514,10 +514,14 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       // iteration). Columns past them keep an earlier tile's sums (or the first clear's zeros), and
       // ||c||^2 = +infinity there, so they are never nearer.
       const std::int64_t live = p.k - tile * BN;
-      if constexpr (kFew) stage_products(std::integral_constant<int, kFewCentres>{});  // the ring's centres
-      else if (live > 64) stage_products(std::integral_constant<int, 128>{});
-      else if (live > 32) stage_products(std::integral_constant<int, 64>{});
-      else stage_products(std::integral_constant<int, 32>{});
+      // (A ring of few centres holds no more than its kCentres.)
+      if constexpr (kCentres == kFewCentres) {
+        stage_products(std::integral_constant<int, kFewCentres>{});
+      } else {
+        if (kCentres == BN && live > 64) stage_products(std::integral_constant<int, 128>{});
+        else if (live > 32) stage_products(std::integral_constant<int, 64>{});
+        else stage_products(std::integral_constant<int, 32>{});
+      }
       wgmma_wait<1>();
     }
     __syncthreads();  // everyone's copies of this stage have landed; the stage read last time is free
@@ -1155,24 +1159,28 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   // runtime switch it cost the TMA path 3 %, d = 16, k = 1024).
   const bool narrow = a.d * static_cast<std::int64_t>(sizeof(T)) < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
   const bool tma = kTmaRing && wgmma && !narrow;
-  // Few centres: the ring of short stages (the checked instances keep the wide one: fewer kernels to build).
-  constexpr bool kFewRing = kTmaRing && !kRowSums && !kFault;
-  const bool few = kFewRing && tma && a.k <= kFewCentres;
+  // Few centres: a ring of short stages (the checked instances keep the wide one: fewer kernels to build).
+  // The rings of few centres are instantiated only where they can run.
+  constexpr bool kFewRings = kTmaRing && !kRowSums && !kFault;
+  constexpr int kFew = kFewRings ? kFewCentres : BN, kSome = kFewRings ? kSomeCentres : BN;
+  const int centre_rows = !(kFewRings && tma) ? BN : a.k <= kFew ? kFew : a.k <= kSome ? kSome : BN;
   if (tma) {
-    const int centre_rows = few ? kFewCentres : BN;
     p.x_map = stage_map<T>(x, a.d, m, ldx);
     p.c_map = stage_map<T>(c.parts, a.d, a.k, c.ldi, centre_rows);
     if (R::parts == 2) p.c_lo_map = stage_map<T>(c.parts + c.part_stride, a.d, a.k, c.ldi, centre_rows);
   }
-  const auto kernel = few     ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, kFewRing>
-                      : tma   ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing>
-                      : wgmma ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, false>
-                              : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
-  constexpr std::size_t kFewSmem = [] {  // instantiates the few centres' ring only where it can run
-    if constexpr (kFewRing) return Ring<T, kExact, kFewCentres>::smem_wgmma;
-    return std::size_t(0);
-  }();
-  const std::size_t smem = few ? kFewSmem : wgmma ? R::smem_wgmma : R::smem;
+  using Few = Ring<T, kExact, kFew>;
+  using Some = Ring<T, kExact, kSome>;
+  const auto kernel =
+      centre_rows == kFewCentres    ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, kFew>
+      : centre_rows == kSomeCentres ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, kSome>
+      : tma                         ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing>
+      : wgmma                       ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, false>
+                                    : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
+  const std::size_t smem = centre_rows == kFewCentres    ? Few::smem_wgmma
+                           : centre_rows == kSomeCentres ? Some::smem_wgmma
+                           : wgmma                       ? R::smem_wgmma
+                                                         : R::smem;
   SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(split.blocks_x), static_cast<unsigned>(split.shares));
   kernel<<<grid, kThreads, smem, ctx.stream()>>>(p);

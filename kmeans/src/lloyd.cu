@@ -99,8 +99,15 @@ void check_params(const Params& p) {
 /// exact d = 16, k = 16 0.295 / 0.234, k = 32 0.290 / 0.388, k = 64 0.301 / 0.648; d = 128, k = 16 0.854 /
 /// 0.571, k = 32 0.670 / 0.797; d = 512, k = 32 1.89 / 1.83, k = 64 1.87 / 2.77; fast d = 2, k = 8 0.225 /
 /// 0.238, k = 16 0.216 / 0.403; d = 4, k = 8 0.232 / 0.153, k = 16 0.245 / 0.410; d = 16, k = 16 0.250 /
-/// 0.229.
+/// 0.229. Since the fused kernel's ring of few centres (stages of 32 centre rows), on wgmma from 16 clusters
+/// where rows have 128 floats or more (H200, 1M points unless said, exact / fast; bench/results/h200/
+/// 2026-11-28_few-centres-ring): k = 16, d = 128 0.51 / 0.48 against 0.55 / 0.55; d = 512 1.24 / 1.22
+/// against 1.35 / 1.34; d = 1024 exact 2.20 against 2.39; 262144 x 4096 2.15 / 2.13 against 2.27 / 2.26.
+/// Not below: 262144 x 4096, k = 8 fast 2.13 against 2.10, k = 2 2.31 against 2.12; d = 16, k = 8 0.23
+/// against 0.18.
 constexpr std::int64_t kFusedMinClusters = 32;
+constexpr std::int64_t kFusedWideMinClusters = 16;
+constexpr std::int64_t kFusedWideMinDims = 128;
 constexpr std::int64_t kFusedMmaSyncExactMinClusters = 128;
 constexpr std::int64_t kFusedNarrowMinClusters = 16;
 constexpr std::int64_t kFusedNarrowMaxDims = 7;
@@ -194,8 +201,9 @@ std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math m
   if (const char* forced = std::getenv("SKINNY_KMEANS_FUSED_MIN_K"))
     return std::max<std::int64_t>(1, std::atoll(forced));
   if (d <= kFusedNarrowMaxDims) return kFusedNarrowMinClusters;
-  const bool wgmma = math == gemm::Math::fast || gemm::nearest_uses_wgmma(ctx);
-  return wgmma ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;
+  const bool wgmma = gemm::nearest_uses_wgmma(ctx);
+  if (wgmma && d >= kFusedWideMinDims) return kFusedWideMinClusters;
+  return wgmma || math == gemm::Math::fast ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;
 }
 
 /// How the assignment reaches gemm::nearest: not at all (a GEMM through the backend, then the argmin), on
@@ -257,17 +265,39 @@ bool one_pass_pays(std::int64_t d, std::int64_t k) {
 constexpr std::int64_t kFewClusters16BitMax = 8;
 constexpr std::int64_t kFewClusters16BitMinDims = 128;
 
+/// Where, on wgmma, gemm::nearest's ring of few centres and the update's own read of X beat the one pass
+/// for 16-bit data within the rule above: one product per term from 1024 dimensions, or from 256 with 5 to
+/// 8 clusters (the one pass's 8-cluster kernel); three products (cp.async stages) with 5 to 8 clusters from
+/// 1024. H200, half unless said, ms per iteration, one pass / fused and update (bench/results/h200/
+/// 2026-11-28_few-centres-ring): fast 262144 x 4096, k = 2 1.38 / 1.27, k = 4 1.52 / 1.21, k = 8 2.14 /
+/// 1.22; 1M x 1024, k = 4 bf16 1.38 / 1.32; 1M x 256, k = 8 0.58 / 0.54; 1M x 512, k = 8 bf16 0.94 / 0.78,
+/// k = 2 0.61 / 0.81, k = 4 0.66 / 0.77; exact 262144 x 4096, k = 8 2.15 / 1.54, k = 4 1.50 / 1.81, k = 2
+/// bf16 1.41 / 1.72; 1M x 512, k = 8 0.93 / 1.02; 1M x 128, k = 2 and 8: the one pass.
+constexpr std::int64_t kFusedFast16BitMinDims = 1024;
+constexpr std::int64_t kFused16BitEightMinDims = 256;
+constexpr std::int64_t kFusedExact16BitEightMinDims = 1024;
+
+bool fused_beats_one_pass_16bit(const Context& ctx, std::int64_t d, std::int64_t k, gemm::Math math) {
+  if (!gemm::nearest_uses_wgmma(ctx)) return false;
+  const bool eight = k > 4;  // the one pass's 8-cluster instance
+  if (math == gemm::Math::fast) return d >= kFusedFast16BitMinDims || (eight && d >= kFused16BitEightMinDims);
+  return eight && d >= kFusedExact16BitEightMinDims;
+}
+
 /// Whether the assignment reads X once (automatic backend, few clusters): through detail::few_nearest, or in
 /// a fit that the one-pass rule above admits, through detail::assign_and_sum, which also forms the update's
-/// sums. 16-bit data with at most kFewClusters16BitMax clusters and kFewClusters16BitMinDims dimensions, or
-/// whose rows gemm::nearest cannot read (`route` is not native: the GEMMs would widen X to float first);
-/// float where the one pass pays.
+/// sums. 16-bit data with at most kFewClusters16BitMax clusters and kFewClusters16BitMinDims dimensions
+/// unless the fused kernel beats it there (fused_beats_one_pass_16bit), or whose rows gemm::nearest cannot
+/// read (`route` is not native: the GEMMs would widen X to float first); float where the one pass pays.
 template <class T>
-bool few_clusters_assignment(const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend, NearestRoute route) {
+bool few_clusters_assignment(const Context& ctx, const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend,
+                             gemm::Math math, NearestRoute route) {
   if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
   if (forced_one_pass() == 1) return detail::assign_and_sum_applies(x, d, k);
-  if constexpr (detail::is_16bit<T>)
-    return (k <= kFewClusters16BitMax && d >= kFewClusters16BitMinDims) || route != NearestRoute::native;
+  if constexpr (detail::is_16bit<T>) {
+    if (route != NearestRoute::native) return true;
+    return k <= kFewClusters16BitMax && d >= kFewClusters16BitMinDims && !fused_beats_one_pass_16bit(ctx, d, k, math);
+  }
   return one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k);
 }
 
@@ -327,7 +357,7 @@ struct Assigner {
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
         route(nearest_route(c, x_, n_, d_, k_, b, m)),
-        few(!protect && few_clusters_assignment(x_, d_, k_, b, route)) {
+        few(!protect && few_clusters_assignment(c, x_, d_, k_, b, m, route)) {
     const bool tf32 = rounds_to_tf32();  // asks gemm::choose once: the chunks and the check's bound follow it
     ldn = d;
     if (native() && !few && !rows_fit_nearest(x, d)) {
@@ -908,7 +938,7 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
   const NearestRoute route = nearest_route(ctx, x, n, d, k, backend, math);
-  if (few_clusters_assignment(x, d, k, backend, route)) return "few-clusters";
+  if (few_clusters_assignment(ctx, x, d, k, backend, math, route)) return "few-clusters";
   if (route != NearestRoute::none) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";
   const gemm::Algo algo = gemm::choose(ctx, distance_probe(x, n, d, k, k));
   return std::string(gemm::to_string(algo)) + (gemm_rounds_to_tf32<compute_t<T>>(algo, math) ? " (tf32)" : "");

@@ -230,11 +230,11 @@ void sixteen_bit_points_match() {
   }
 }
 
-/// Up to 32 centres with rows the TMA copies (32 bytes and up) take stages of 32 centre rows (the few
-/// centres' ring); 33 takes the wide one. Each mode, several inner stages and a partial last one, point
-/// blocks past a multiple of 128.
+/// Up to 32 or 64 centres with rows the TMA copies (32 bytes and up) take stages of 32 or 64 centre rows
+/// (the rings of few centres); 65 takes the wide one. Each mode, several inner stages and a partial last
+/// one, point blocks past a multiple of 128.
 TEST_F(Nearest, FewCentresMatchThroughTheShortRing) {
-  for (const std::int64_t k : {1, 2, 16, 31, 32, 33}) {
+  for (const std::int64_t k : {1, 2, 16, 31, 32, 33, 50, 64, 65}) {
     expect_nearest(2049, k, 300, 0, Math::fast);
     expect_nearest(2049, k, 300, 0, Math::exact, ExactMethod::three_products);
     expect_nearest(2049, k, 300, 0, Math::exact, ExactMethod::fast_then_recheck);

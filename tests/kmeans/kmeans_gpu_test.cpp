@@ -125,11 +125,14 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d + 1, k, gemm::Algo::automatic));  // a padded copy
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::cublas));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, 16, gemm::Algo::automatic));
-  // Exact products from 32 clusters where they run on wgmma (Hopper), from 128 on mma.sync; rows under 8
-  // floats from 16 clusters in both modes.
+  // Exact products from 32 clusters where they run on wgmma (Hopper), and there from 16 for rows of 128
+  // floats or more; from 128 on mma.sync; rows under 8 floats from 16 clusters in both modes.
   const bool wgmma = gemm::nearest_uses_wgmma(ctx);
   EXPECT_EQ(wgmma, "nearest" == distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic));
+  EXPECT_EQ(wgmma, "nearest" == distance_method<float>(ctx, x.data(), 1000, 128, 16, gemm::Algo::automatic));
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 128, 15, gemm::Algo::automatic));
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 127, 16, gemm::Algo::automatic));
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, 2, 16, gemm::Algo::automatic));
   EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 7, 16, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, 2, 15, gemm::Algo::automatic));
@@ -171,6 +174,10 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 13);
   EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_NE("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ(gemm::nearest_uses_wgmma(ctx), "nearest (fast)" == distance_method<float>(ctx, x.data(), 1000, 128, 16,
+                                                                                     gemm::Algo::automatic,
+                                                                                     gemm::Math::fast))
+      << "from 16 clusters where rows have 128 floats or more, on wgmma";
   EXPECT_EQ("few-clusters", distance_method<float>(ctx, x.data(), 10000, 128, 8, gemm::Algo::automatic, gemm::Math::fast))
       << "up to 8 clusters of 128 to 512 dimensions float reads X once";
   Params p;
@@ -234,7 +241,9 @@ void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
     EXPECT_LE(relative_difference(got.centroids, want.centroids), 1e-6) << where;
     EXPECT_NEAR(want.inertia, got.inertia, 1e-6 * want.inertia) << where;
     if (backend == gemm::Algo::automatic) {
-      EXPECT_EQ(k <= 8 && d >= 128 ? "few-clusters" : "nearest", distance_method<H>(ctx, xh.data(), n, d, k, backend))
+      const bool fused_beats_one_pass = gemm::nearest_uses_wgmma(ctx) && k > 4 && d >= 1024;  // exact products
+      EXPECT_EQ(k <= 8 && d >= 128 && !fused_beats_one_pass ? "few-clusters" : "nearest",
+                distance_method<H>(ctx, xh.data(), n, d, k, backend))
           << where;
       p.math = gemm::Math::fast;
       const Result<float> fast = fit<H>(ctx, xh.data(), n, d, p, init);
@@ -244,6 +253,31 @@ void sixteen_bit_fits_like_float(std::int64_t n, std::int64_t d, int k) {
   // predict on 16-bit points gives the fit's labels.
   const Result<float> r = fit<H>(ctx, xh.data(), n, d, p, init);
   EXPECT_EQ(r.labels, predict<H>(ctx, xh.data(), n, d, r.centroids, k)) << where;
+}
+
+/// 16-bit data with up to 8 clusters from 128 dimensions reads X once (the few-clusters kernels), except
+/// on wgmma where the fused kernel's ring of few centres and the update's read are faster: one product per
+/// term from 1024 dimensions, or from 256 with 5 to 8 clusters; three products with 5 to 8 from 1024.
+TEST_F(KmeansGpu, SixteenBitFewClustersTakeTheFusedKernelWhereItPays) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 1000;
+  DeviceBuffer<__half> x(static_cast<std::size_t>(n * 4096));
+  const bool wgmma = gemm::nearest_uses_wgmma(ctx);
+  const auto fused = [&](std::int64_t d, std::int64_t k, gemm::Math math) {
+    const std::string method = distance_method<__half>(ctx, x.data(), n, d, k, gemm::Algo::automatic, math);
+    EXPECT_TRUE(method == "few-clusters" || method.rfind("nearest", 0) == 0) << method;
+    return method != "few-clusters";
+  };
+  EXPECT_EQ(wgmma, fused(4096, 2, gemm::Math::fast));
+  EXPECT_EQ(wgmma, fused(1024, 4, gemm::Math::fast));
+  EXPECT_FALSE(fused(1000, 4, gemm::Math::fast));
+  EXPECT_EQ(wgmma, fused(256, 5, gemm::Math::fast));
+  EXPECT_FALSE(fused(255, 8, gemm::Math::fast));
+  EXPECT_FALSE(fused(128, 8, gemm::Math::fast));
+  EXPECT_EQ(wgmma, fused(1024, 8, gemm::Math::exact));
+  EXPECT_FALSE(fused(4096, 4, gemm::Math::exact));
+  EXPECT_FALSE(fused(512, 8, gemm::Math::exact));
+  EXPECT_TRUE(fused(4096, 9, gemm::Math::exact)) << "more than 8 clusters: the fused kernel everywhere";
 }
 
 TEST_F(KmeansGpu, SixteenBitDataFitsLikeFloat) {
