@@ -514,7 +514,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       // iteration). Columns past them keep an earlier tile's sums (or the first clear's zeros), and
       // ||c||^2 = +infinity there, so they are never nearer.
       const std::int64_t live = p.k - tile * BN;
-      // (A ring of few centres holds no more than its kCentres.)
+      // A ring of few centres holds only its kCentres rows of the tile: no wider products.
       if constexpr (kCentres == kFewCentres) {
         stage_products(std::integral_constant<int, kFewCentres>{});
       } else {
@@ -1114,8 +1114,8 @@ EncodeTiled encode_tiled() {
 }
 
 /// The rows x d matrix at `base` (row stride ld elements) as a TMA tensor of the ring's stage boxes: one
-/// stage's elements of box_rows rows (128, or kFewCentres centres), written 128-byte swizzled, zeros past
-/// the matrix.
+/// stage's elements of box_rows rows (128, or the 32 or 64 centres of a ring of few centres), written
+/// 128-byte swizzled, zeros past the matrix.
 template <class T>
 CUtensorMap stage_map(const void* base, std::int64_t d, std::int64_t rows, std::int64_t ld, int box_rows = 128) {
   using R = Ring<T, false>;

@@ -106,8 +106,8 @@ void check_params(const Params& p) {
 /// Not below: 262144 x 4096, k = 8 fast 2.13 against 2.10, k = 2 2.31 against 2.12; d = 16, k = 8 0.23
 /// against 0.18.
 constexpr std::int64_t kFusedMinClusters = 32;
-constexpr std::int64_t kFusedWideMinClusters = 16;
-constexpr std::int64_t kFusedWideMinDims = 128;
+constexpr std::int64_t kFusedWideRowsMinClusters = 16;
+constexpr std::int64_t kFusedWideRowsMinDims = 128;
 constexpr std::int64_t kFusedMmaSyncExactMinClusters = 128;
 constexpr std::int64_t kFusedNarrowMinClusters = 16;
 constexpr std::int64_t kFusedNarrowMaxDims = 7;
@@ -202,7 +202,7 @@ std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math m
     return std::max<std::int64_t>(1, std::atoll(forced));
   if (d <= kFusedNarrowMaxDims) return kFusedNarrowMinClusters;
   const bool wgmma = gemm::nearest_uses_wgmma(ctx);
-  if (wgmma && d >= kFusedWideMinDims) return kFusedWideMinClusters;
+  if (wgmma && d >= kFusedWideRowsMinDims) return kFusedWideRowsMinClusters;
   return wgmma || math == gemm::Math::fast ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;
 }
 
@@ -274,13 +274,13 @@ constexpr std::int64_t kFewClusters16BitMinDims = 128;
 /// k = 2 0.61 / 0.81, k = 4 0.66 / 0.77; exact 262144 x 4096, k = 8 2.15 / 1.54, k = 4 1.50 / 1.81, k = 2
 /// bf16 1.41 / 1.72; 1M x 512, k = 8 0.93 / 1.02; 1M x 128, k = 2 and 8: the one pass.
 constexpr std::int64_t kFusedFast16BitMinDims = 1024;
-constexpr std::int64_t kFused16BitEightMinDims = 256;
+constexpr std::int64_t kFusedFast16BitEightMinDims = 256;
 constexpr std::int64_t kFusedExact16BitEightMinDims = 1024;
 
 bool fused_beats_one_pass_16bit(const Context& ctx, std::int64_t d, std::int64_t k, gemm::Math math) {
   if (!gemm::nearest_uses_wgmma(ctx)) return false;
   const bool eight = k > 4;  // the one pass's 8-cluster instance
-  if (math == gemm::Math::fast) return d >= kFusedFast16BitMinDims || (eight && d >= kFused16BitEightMinDims);
+  if (math == gemm::Math::fast) return d >= kFusedFast16BitMinDims || (eight && d >= kFusedFast16BitEightMinDims);
   return eight && d >= kFusedExact16BitEightMinDims;
 }
 
