@@ -104,7 +104,8 @@ void check_params(const Params& p) {
 /// 2026-11-28_few-centres-ring): k = 16, d = 128 0.51 / 0.48 against 0.55 / 0.55; d = 512 1.24 / 1.22
 /// against 1.35 / 1.34; d = 1024 exact 2.20 against 2.39; 262144 x 4096 2.15 / 2.13 against 2.27 / 2.26.
 /// Not below: 262144 x 4096, k = 8 fast 2.13 against 2.10, k = 2 2.31 against 2.12; d = 16, k = 8 0.23
-/// against 0.18.
+/// against 0.18. Protected fits keep 32 there: their fused kernel (with row sums) keeps the wide ring, and
+/// the protected GEMM below 32 clusters is what Params::protect's cost was measured on.
 constexpr std::int64_t kFusedMinClusters = 32;
 constexpr std::int64_t kFusedWideRowsMinClusters = 16;
 constexpr std::int64_t kFusedWideRowsMinDims = 128;
@@ -195,14 +196,14 @@ bool nearest_reads_natively(const Context& ctx, const T* x, std::int64_t n, std:
          (copy_allowed && fits_in_free_memory(static_cast<std::size_t>(n * nearest_row<T>(d)) * sizeof(T)));
 }
 
-/// The fewest float clusters for which Algo::automatic takes the fused kernel (the rule above).
-/// SKINNY_KMEANS_FUSED_MIN_K overrides it (for benchmarks of the crossover).
-std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math math) {
+/// The fewest float clusters for which Algo::automatic takes the fused kernel (the rule above), in a fit
+/// with or without Params::protect. SKINNY_KMEANS_FUSED_MIN_K overrides it (for benchmarks of the crossover).
+std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math math, bool protect) {
   if (const char* forced = std::getenv("SKINNY_KMEANS_FUSED_MIN_K"))
     return std::max<std::int64_t>(1, std::atoll(forced));
   if (d <= kFusedNarrowMaxDims) return kFusedNarrowMinClusters;
   const bool wgmma = gemm::nearest_uses_wgmma(ctx);
-  if (wgmma && d >= kFusedWideRowsMinDims) return kFusedWideRowsMinClusters;
+  if (wgmma && d >= kFusedWideRowsMinDims && !protect) return kFusedWideRowsMinClusters;
   return wgmma || math == gemm::Math::fast ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;
 }
 
@@ -212,14 +213,15 @@ enum class NearestRoute { none, native, widened };
 
 /// The route for this problem, decided once (it asks the device for free memory): gemm::nearest for float
 /// or 16-bit data, the automatic backend, enough clusters (any number for 16-bit data, which has no faster
-/// tall-skinny path) and a shape it can do. `copy_allowed`: X's rows may be read from a padded copy (fit).
+/// tall-skinny path) and a shape it can do. `copy_allowed`: X's rows may be read from a padded copy (fit);
+/// `protect`: a fit with Params::protect.
 template <class T>
 NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                           gemm::Algo backend, gemm::Math math, bool copy_allowed = true) {
+                           gemm::Algo backend, gemm::Math math, bool copy_allowed = true, bool protect = false) {
   if constexpr (std::is_same_v<T, double>) {
     return NearestRoute::none;
   } else {
-    const std::int64_t min_k = detail::is_16bit<T> ? 1 : fused_min_clusters(ctx, d, math);
+    const std::int64_t min_k = detail::is_16bit<T> ? 1 : fused_min_clusters(ctx, d, math, protect);
     if (backend != gemm::Algo::automatic || k < min_k || tf32_gemm_pays<T>(d, k, math)) return NearestRoute::none;
     if (nearest_reads_natively(ctx, x, n, d, k, copy_allowed)) return NearestRoute::native;
     if (detail::is_16bit<T> && nearest_runs<T>(ctx, n, d, k, false)) return NearestRoute::widened;
@@ -356,7 +358,7 @@ struct Assigner {
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
       : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
-        route(nearest_route(c, x_, n_, d_, k_, b, m)),
+        route(nearest_route(c, x_, n_, d_, k_, b, m, true, protect)),
         few(!protect && few_clusters_assignment(c, x_, d_, k_, b, m, route)) {
     const bool tf32 = rounds_to_tf32();  // asks gemm::choose once: the chunks and the check's bound follow it
     ldn = d;
