@@ -51,6 +51,10 @@ Shapes whose estimated time per implementation passes --impl-seconds run fewer i
 "rows": [{n, d, k, dtype, mode, impl, ms_per_iter, inertia, status, reason, iters, ...}]}; status is ok,
 skipped, error or oom. Figures: python3 bench/plot_kmeans.py OUT.json. How to run it on the GPU machine:
 bench/README-kmeans.md.
+
+A grid longer than one sitting: --resume EARLIER.json carries over the shapes that an earlier run of the same
+commit finished (every planned run ok) and runs the rest, so a --time-budget run can be completed by a second
+one. Each shape's implementations still ran together, in one run; the JSON's meta names the earlier file.
 """
 
 from __future__ import annotations
@@ -227,6 +231,25 @@ def enumerate_shapes(args, memory_bytes):
     return shapes
 
 
+def finished_shapes(path: str):
+    """An earlier run's JSON: (its commit, {(n, d, k, dtype): rows} of the shapes whose runs all ended ok)."""
+    with open(path) as f:
+        doc = json.load(f)
+    by_shape = {}
+    for r in doc.get("rows", []):
+        by_shape.setdefault((r["n"], r["d"], r["k"], r["dtype"]), []).append(r)
+    done = {key: rows for key, rows in by_shape.items() if all(r["status"] == "ok" for r in rows)}
+    return doc.get("meta", {}).get("git_commit"), done
+
+
+def carried_rows(args, n: int, d: int, k: int, dtype: str, runs):
+    """--resume: the earlier run's rows of this shape when they hold every planned run, else None."""
+    rows = args.done.get((n, d, k, dtype)) if args.resume else None
+    if rows is None or {(r["impl"], r["mode"]) for r in rows} != set(runs):
+        return None
+    return rows
+
+
 def time_budget_reason(args, elapsed: float, est: float):
     if args.time_budget is None:
         return None
@@ -247,7 +270,12 @@ def dry_run(args) -> None:
           "apply the time budget")
     print(f"{'n':>9} {'d':>5} {'k':>5} {'dtype':9} {'iters':>5} {'est s':>7} {'elapsed':>8}  runs / skip reason")
     elapsed, counted, skipped, data_made = 0.0, 0, 0, set()
+    carried = 0
     for n, d, dtype, k, runs, reason, iters, est in enumerate_shapes(args, memory):
+        if reason is None and carried_rows(args, n, d, k, dtype, runs) is not None:
+            carried += 1
+            print(f"{n:9d} {d:5d} {k:5d} {dtype:9}     - {0:7.1f} {elapsed:8.0f}  carried over from {args.resume}")
+            continue
         if reason is None:
             data = 0.0 if (n, d, dtype) in data_made else est_data_s(n, d)
             reason = time_budget_reason(args, elapsed, est + data)
@@ -261,7 +289,7 @@ def dry_run(args) -> None:
             counted += 1
         print(f"{n:9d} {d:5d} {k:5d} {dtype:9} {iters if not reason else '-':>5} "
               f"{est if not reason else 0:7.1f} {elapsed:8.0f}  {'SKIP ' if reason else ''}{what}")
-    print(f"{counted} shapes would run, {skipped} skipped; estimated {elapsed:.0f} s "
+    print(f"{counted} shapes would run, {skipped} skipped, {carried} carried over; estimated {elapsed:.0f} s "
           f"({elapsed / 60:.1f} min) of GPU work" + (f" within --time-budget {args.time_budget:.0f} s"
                                                        if args.time_budget else ""))
 
@@ -731,6 +759,8 @@ def run_benchmark(args) -> int:
     usable = args.gpu_mem_gib * GIB if args.gpu_mem_gib else total - int(1.5 * GIB)
     meta = make_meta(args, ctx)
     meta["device"]["usable_gib_assumed"] = round(usable / GIB, 2)
+    if args.resume:
+        meta["resumed_from"] = {"json": args.resume, "finished_shapes": len(args.done)}
     doc = {"benchmark": "kmeans-vs-flash", "date": meta["date"], "meta": meta, "rows": []}
     print(f"kmeans_bench on {meta['device']['name']} (driver {meta['driver']}, torch {meta['versions']['torch']}, "
           f"triton {meta['versions']['triton']}, flash-kmeans {meta['versions']['flash-kmeans']}, skinny "
@@ -741,6 +771,11 @@ def run_benchmark(args) -> int:
     x, x_key = None, None
     failures = 0
     for n, d, dtype, k, runs, reason, iters, est in shapes:
+        carried = carried_rows(args, n, d, k, dtype, runs) if reason is None else None
+        if carried is not None:
+            doc["rows"] += carried
+            print(f"n={n} d={d} k={k} {dtype}: carried over from {args.resume}", flush=True)
+            continue
         if reason is None:
             data = est_data_s(n, d) if x_key != (n, d, dtype) else 0.0
             reason = time_budget_reason(args, time.monotonic() - started, est + data)
@@ -819,6 +854,8 @@ def main(argv=None) -> int:
                    help="skip (and record) the shapes left once this much time has passed, or would pass by the "
                         "estimate")
     p.add_argument("--json", default=None, metavar="OUT", help="write the results here (rewritten after each shape)")
+    p.add_argument("--resume", default=None, metavar="EARLIER",
+                   help="carry over the shapes an earlier run of the same commit finished (its JSON) and run the rest")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--blobs", type=int, default=256, help="Gaussian blobs in the data (default 256)")
     p.add_argument("--chunk-mib", type=int, default=1024,
@@ -837,6 +874,12 @@ def main(argv=None) -> int:
     if args.iters < 1 or args.warmup < 0 or args.min_iters < 1:
         p.error("--iters and --min-iters must be >= 1, --warmup >= 0")
     args.chunk_bytes = max(1, args.chunk_mib) << 20
+    args.resumed_commit, args.done = None, {}
+    if args.resume:
+        try:
+            args.resumed_commit, args.done = finished_shapes(args.resume)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            p.error(f"--resume {args.resume}: cannot read it as a kmeans_bench JSON ({type(e).__name__}: {e})")
     if args.check_api:
         try:
             check_skinny_api()
@@ -848,6 +891,9 @@ def main(argv=None) -> int:
     if args.dry_run:
         dry_run(args)
         return 0
+    if args.resume and args.resumed_commit != git_commit():
+        p.error(f"--resume {args.resume} was measured at commit {args.resumed_commit}, this run is {git_commit()}: "
+                "two builds' results would mix in one grid")
     return run_benchmark(args)
 
 
