@@ -1,0 +1,71 @@
+// The assignment's routes (kmeans/src/route_rules.hpp) at the edges of the shapes they were measured on:
+// a change of a threshold shows here before a GPU run.
+#include "../../kmeans/src/route_rules.hpp"
+
+#include <gtest/gtest.h>
+
+namespace skinny::kmeans::detail {
+namespace {
+
+using gemm::Math;
+
+TEST(RouteRules, FloatTakesTheFusedKernelFromTheMeasuredClusterCounts) {
+  // Rows under 8 floats: from 16 clusters, in either mode and on either tensor-core path.
+  for (const bool wgmma : {false, true}) {
+    EXPECT_EQ(16, fused_min_float_clusters(7, Math::exact, wgmma, false));
+    EXPECT_EQ(16, fused_min_float_clusters(2, Math::fast, wgmma, true));
+  }
+  // On wgmma: from 16 clusters where rows have 128 floats or more, unprotected; else from 32.
+  EXPECT_EQ(16, fused_min_float_clusters(128, Math::exact, true, false));
+  EXPECT_EQ(16, fused_min_float_clusters(4096, Math::fast, true, false));
+  EXPECT_EQ(32, fused_min_float_clusters(127, Math::exact, true, false));
+  EXPECT_EQ(32, fused_min_float_clusters(8, Math::fast, true, false));
+  EXPECT_EQ(32, fused_min_float_clusters(4096, Math::exact, true, true)) << "protected fits keep 32";
+  // On mma.sync: exact products from 128 clusters, one product from 32.
+  EXPECT_EQ(128, fused_min_float_clusters(128, Math::exact, false, false));
+  EXPECT_EQ(32, fused_min_float_clusters(128, Math::fast, false, false));
+}
+
+TEST(RouteRules, FastFloatTakesTheTf32GemmOnlyForManyClustersOfManyDimensions) {
+  EXPECT_TRUE(tf32_gemm_beats_fused(true, 512, 2048, Math::fast));
+  EXPECT_TRUE(tf32_gemm_beats_fused(true, 1024, 1024, Math::fast));  // k d = 2^20 exactly
+  EXPECT_FALSE(tf32_gemm_beats_fused(true, 512, 1024, Math::fast)) << "k d below 2^20";
+  EXPECT_FALSE(tf32_gemm_beats_fused(true, 511, 8192, Math::fast));
+  EXPECT_FALSE(tf32_gemm_beats_fused(true, 4096, 1023, Math::fast));
+  EXPECT_FALSE(tf32_gemm_beats_fused(true, 4096, 8192, Math::exact)) << "exact labels never take TF32 alone";
+  EXPECT_FALSE(tf32_gemm_beats_fused(false, 4096, 8192, Math::fast)) << "16-bit points";
+}
+
+TEST(RouteRules, OnePassPaysFromOneHundredTwentyEightDimensions) {
+  EXPECT_FALSE(one_pass_beats_two(false, 127, 4));
+  EXPECT_FALSE(one_pass_beats_two(true, 127, 4));
+  EXPECT_TRUE(one_pass_beats_two(false, 128, 8));
+  EXPECT_TRUE(one_pass_beats_two(false, 512, 2));
+  EXPECT_FALSE(one_pass_beats_two(false, 513, 2)) << "float: up to 512 dimensions";
+  EXPECT_FALSE(one_pass_beats_two(false, 128, 9)) << "float: up to 8 clusters";
+  EXPECT_TRUE(one_pass_beats_two(true, 4096, 8)) << "16-bit: wherever the kernel applies";
+}
+
+TEST(RouteRules, SixteenBitFewClustersReadXOnceWhereThatMeasuredFaster) {
+  // Without wgmma: up to 8 clusters from 128 dimensions, in both modes.
+  for (const Math math : {Math::exact, Math::fast}) {
+    EXPECT_TRUE(few_clusters_16bit(4096, 8, math, false));
+    EXPECT_TRUE(few_clusters_16bit(128, 1, math, false));
+    EXPECT_FALSE(few_clusters_16bit(127, 8, math, false));
+    EXPECT_FALSE(few_clusters_16bit(4096, 9, math, false));
+  }
+  // On wgmma, fast: the fused kernel from 1024 dimensions, or from 256 with 5 to 8 clusters.
+  EXPECT_TRUE(few_clusters_16bit(1023, 4, Math::fast, true));
+  EXPECT_FALSE(few_clusters_16bit(1024, 1, Math::fast, true));
+  EXPECT_TRUE(few_clusters_16bit(255, 8, Math::fast, true));
+  EXPECT_FALSE(few_clusters_16bit(256, 5, Math::fast, true));
+  EXPECT_TRUE(few_clusters_16bit(512, 4, Math::fast, true));
+  // On wgmma, exact: the fused kernel with 5 to 8 clusters from 1024 dimensions.
+  EXPECT_TRUE(few_clusters_16bit(4096, 4, Math::exact, true));
+  EXPECT_TRUE(few_clusters_16bit(1023, 8, Math::exact, true));
+  EXPECT_FALSE(few_clusters_16bit(1024, 5, Math::exact, true));
+  EXPECT_FALSE(few_clusters_16bit(127, 2, Math::exact, true));
+}
+
+}  // namespace
+}  // namespace skinny::kmeans::detail
