@@ -132,14 +132,16 @@ struct Ring {
   /// Per row and warp column the best value, column, row sum and second best.
   static constexpr std::size_t best_bytes =
       BM * kMaxWarpsN * (sizeof(float) + sizeof(int) + sizeof(double) + sizeof(float));
-  /// wgmma also needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand, and
-  /// an mbarrier a stage.
-  static constexpr std::size_t wgmma_extra = 1024 + 8 * sizeof(std::uint64_t);
+  /// The wide ring: three stages where they fit 33 KB; a ring of few centres: as many as two blocks a SM
+  /// leave room for, with wgmma's extras (below).
   static constexpr int stages =
       bn == BN ? (slots * 16 <= 33 * 1024 ? 3 : 2)
-               : static_cast<int>(std::min<std::size_t>(8, (kSmemPerBlock - best_bytes - wgmma_extra) / (slots * 16)));
+               : static_cast<int>((kSmemPerBlock - best_bytes - 1024) / (slots * 16 + sizeof(std::uint64_t)));
   static constexpr std::size_t smem = std::size_t(stages) * slots * 16 + best_bytes;
-  static constexpr std::size_t smem_wgmma = smem + 1024 + stages * sizeof(std::uint64_t);  // + mbarriers
+  /// wgmma also needs the ring 1024-byte aligned (its swizzle's period), which the kernel does by hand, and
+  /// an mbarrier a stage.
+  static constexpr std::size_t smem_wgmma = smem + 1024 + stages * sizeof(std::uint64_t);
+  static_assert(bn == BN || smem_wgmma <= kSmemPerBlock, "two blocks a SM");
   static_assert(BM * ch % kThreads == 0 && BN * ch % kThreads == 0, "whole copies per thread");
   static_assert(stages >= 2 && (slots * 16) % 1024 == 0, "a ring of stages, each 1024-byte aligned for wgmma");
   static_assert(ch % 4 == 0, "stages hold whole k-groups of 4 slots");
