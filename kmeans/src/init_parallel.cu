@@ -12,6 +12,7 @@
 #include <skinny/gemm/nearest.hpp>
 #include <skinny/gemm/splitmix64.hpp>
 
+#include <cooperative_groups.h>
 #include <thrust/copy.h>
 #include <thrust/execution_policy.h>
 #include <thrust/fill.h>
@@ -29,6 +30,8 @@
 
 namespace skinny::kmeans::detail {
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -198,24 +201,18 @@ struct Ranges {
       : m(candidates), count((candidates + kRange - 1) / kRange), groups((count + kGroup - 1) / kGroup) {}
 };
 
-/// The uniform draws of one step, one per trial (passed by value: no copy to the device, no wait).
-struct Draws {
-  int trials;
-  double u[kMaxTrials];
-};
-
-/// What a step leaves the next: its winning trial, the next step's picks (drawn by the block that
-/// settles the step), the range sums of the winner by groups, and the count of blocks done.
+/// Where a launch of the reduction leaves off and the next picks up (block 0 writes it at a launch's end;
+/// every block of the next launch reads it): the last step's winning trial and the next step's picks.
 struct StepState {
   int winner;
-  unsigned done;
   std::int64_t picks[kMaxTrials];
 };
 
 /// One step's results (two, used in turn: a step reads the previous step's winner from them).
 struct StepBuffers {
-  double* dtrial;    ///< trials x m: min(D2_j, ||c_j - c_pick||^2) for each trial's pick
-  double* pot_part;  ///< trials x count: the sums of w_j dtrial over each range
+  double* dtrial;      ///< trials x m: min(D2_j, ||c_j - c_pick||^2) for each trial's pick
+  double* pot_part;    ///< trials x count: the sums of w_j dtrial over each range
+  double* group_sums;  ///< trials x groups: the sums of each group's range sums
 };
 
 /// Sum over the warp in a fixed tree; every lane gets it.
@@ -239,16 +236,16 @@ __device__ double warp_scan(double v, int lane) {
   return v;
 }
 
-/// The whole warp: the first j in [begin, end) whose value(j) > 0 takes the running sum of the values
-/// past t, and t becomes what is left of it within value(j). When the sum never passes t (rounding): the
-/// last j whose value is > 0 (-1 when none), and t = infinity. 32 values at a time, in a fixed order.
+/// The whole warp: the first j in [begin, end) whose value > 0 takes the running sum of the values past
+/// t, and t becomes what is left of it within that value. When the sum never passes t (rounding): the
+/// last j whose value is > 0 (-1 when none), and t = infinity. 32 values at a time, in a fixed order:
+/// values(c0), called by the whole warp, gives each lane the value of c0 + lane (0 at end and past it).
 template <class F>
-__device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double& t, F value, int lane) {
+__device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double& t, F values, int lane) {
   double base = 0;
   std::int64_t last = -1;
   for (std::int64_t c0 = begin; c0 < end; c0 += 32) {
-    const std::int64_t j = c0 + lane;
-    const double v = j < end ? value(j) : 0.0;
+    const double v = values(c0);
     const double s = warp_scan(v, lane);
     const unsigned hit = __ballot_sync(kFullMask, v > 0 && base + s > t);
     if (hit) {
@@ -264,53 +261,71 @@ __device__ std::int64_t warp_find(std::int64_t begin, std::int64_t end, double& 
   return last;
 }
 
+/// Groups whose sums (the winner's) a block stages in shared memory for its draws (32 KB).
+constexpr std::int64_t kStagedGroups = 4096;
+
 /// The whole warp: a candidate drawn with probability w_j D2_j / `total` for the uniform draw u (D2 = 1
-/// before the first centre: by weight alone), through the group sums, the range sums `part` and then
-/// within the range. When nothing is left to draw (every candidate with weight sits on a chosen
-/// centre), the first candidate not yet taken from a uniform start. Reads what other blocks of the
-/// launch wrote: through L2 (__ldcg), the group sums from `shared_groups` where the caller staged them.
-__device__ std::int64_t draw_candidate(double u, double total, Ranges r, const double* group_sums,
-                                       const double* shared_groups, const double* part, const double* d2,
-                                       const int* __restrict__ w, const unsigned char* taken, int lane) {
+/// before the first centre: by weight alone), through the group sums (`staged` in shared memory, or
+/// null: `groups` in L2), the range sums `part` and then within the range. When nothing is left to draw
+/// (every candidate with weight sits on a chosen centre), the first candidate not yet taken (nor
+/// `just_taken`) from a uniform start. Reads what other blocks wrote before the last grid barrier:
+/// through L2 (__ldcg).
+__device__ std::int64_t draw_candidate(double u, double total, Ranges r, const double* groups, const double* staged,
+                                       const double* part, const double* d2, const int* __restrict__ w,
+                                       const unsigned char* taken, std::int64_t just_taken, int lane) {
   std::int64_t j = -1;
   if (total > 0) {
     double t = u * total;
-    const auto group_total = [&](std::int64_t q) { return shared_groups ? shared_groups[q] : __ldcg(group_sums + q); };
-    const std::int64_t g = warp_find(0, r.groups, t, group_total, lane);
+    const std::int64_t g = warp_find(0, r.groups, t,
+                                     [&](std::int64_t c0) {
+                                       const std::int64_t q = c0 + lane;
+                                       return q < r.groups ? (staged ? staged[q] : __ldcg(groups + q)) : 0.0;
+                                     },
+                                     lane);
+    const std::int64_t ranges_end = min(r.count, (g + 1) * kGroup);
     const std::int64_t b =
         g < 0 ? -1
-              : warp_find(g * kGroup, min(r.count, (g + 1) * kGroup), t,
-                          [&](std::int64_t q) { return __ldcg(part + q); }, lane);
-    if (b >= 0)
-      j = warp_find(b * kRange, min(r.m, (b + 1) * kRange), t,
-                    [&](std::int64_t q) { return double(w[q]) * (d2 == nullptr ? 1.0 : __ldcg(d2 + q)); }, lane);
+              : warp_find(g * kGroup, ranges_end, t,
+                          [&](std::int64_t c0) { return c0 + lane < ranges_end ? __ldcg(part + c0 + lane) : 0.0; },
+                          lane);
+    if (b >= 0) {
+      const std::int64_t end = min(r.m, (b + 1) * kRange);
+      j = warp_find(b * kRange, end, t,
+                    [&](std::int64_t c0) {
+                      const std::int64_t q = c0 + lane;
+                      return q < end ? double(w[q]) * (d2 == nullptr ? 1.0 : __ldcg(d2 + q)) : 0.0;
+                    },
+                    lane);
+    }
   }
   if (j < 0) {
     const std::int64_t start = min(r.m - 1, static_cast<std::int64_t>(u * double(r.m)));
     for (std::int64_t c0 = 0; c0 < r.m && j < 0; c0 += 32) {
       const std::int64_t q = (start + c0 + lane) % r.m;
-      const unsigned free = __ballot_sync(kFullMask, c0 + lane < r.m && !__ldcg(taken + q));
+      const unsigned free = __ballot_sync(kFullMask, c0 + lane < r.m && q != just_taken && !__ldcg(taken + q));
       if (free) j = (start + c0 + __ffs(free) - 1) % r.m;
     }
   }
   return j;
 }
 
-/// The end of a step, by one whole block, from the trials' group sums (`group_sums`, trials x groups):
-/// their sums over the groups; the trial of least potential (ties: the lower trial) wins and becomes
-/// centre `step` (none when step < 0, before the first). Then the next step's trials are drawn from the
-/// winner's distances (`next`: none when it has no trials), its group sums staged in `scratch` (shared
-/// memory, `scratch_size` doubles) where they fit. `first`: no distances yet (the first centre is drawn
-/// by weight alone). Fixed orders throughout.
+/// The end of a step, by every block alike (the same reads in the same order, so the same results), from
+/// the trials' group sums in `out`: each trial's potential (lane-strided sums of its groups, then a fixed
+/// tree); the trial of least potential (ties: the lower trial) wins and becomes centre `step` (none when
+/// step < 0: the weights' sums before the first centre, drawn by weight alone). Then the next step's
+/// `next_trials` picks are drawn from the winner's distances with the draws from `draw0` on of the
+/// stream `key`, its group sums first staged in `staged` (shared memory) unless that is null. Block 0
+/// records the centre. Ends with the block synchronised.
 __device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t step, std::int64_t* chosen,
-                            unsigned char* taken, StepState* state, const double* group_sums, double* scratch,
-                            std::int64_t scratch_size, const int* __restrict__ w, bool first, const Draws& next) {
+                            unsigned char* taken, const int* __restrict__ w, int next_trials, std::uint64_t key,
+                            std::uint64_t draw0, std::int64_t* picks, double* staged, int& winner) {
   __shared__ double pot[kMaxTrials];
-  __shared__ int winner;
+  __shared__ int best_trial;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int l = warp; l < trials; l += warps) {
+    const double* groups = out.group_sums + l * r.groups;
     double sum = 0;
-    for (std::int64_t g = lane; g < r.groups; g += 32) sum += __ldcg(group_sums + l * r.groups + g);
+    for (std::int64_t g = lane; g < r.groups; g += 32) sum += __ldcg(groups + g);
     sum = warp_sum(sum);
     if (lane == 0) pot[l] = sum;
   }
@@ -319,49 +334,26 @@ __device__ void settle_step(StepBuffers out, int trials, Ranges r, std::int64_t 
     int best = 0;
     for (int l = 1; l < trials; ++l)
       if (pot[l] < pot[best]) best = l;
-    winner = best;
-    state->winner = best;
-    state->done = 0;
-    if (step >= 0) {
-      chosen[step] = state->picks[best];
-      taken[state->picks[best]] = 1;
+    best_trial = best;
+    if (step >= 0 && blockIdx.x == 0) {
+      chosen[step] = picks[best];
+      taken[picks[best]] = 1;
     }
   }
-  __threadfence_block();
   __syncthreads();
-  const double* winner_groups = group_sums + winner * r.groups;
-  const bool staged = next.trials > 0 && r.groups <= scratch_size;
-  if (staged) {
-    for (std::int64_t g = threadIdx.x; g < r.groups; g += blockDim.x) scratch[g] = __ldcg(winner_groups + g);
-    __syncthreads();
+  winner = best_trial;
+  const std::int64_t won = step >= 0 ? picks[winner] : -1;
+  const double* groups = out.group_sums + winner * r.groups;
+  if (staged && next_trials > 0)
+    for (std::int64_t g = threadIdx.x; g < r.groups; g += blockDim.x) staged[g] = __ldcg(groups + g);
+  __syncthreads();  // everyone has read the picks before the next ones replace them
+  const double* d2 = step < 0 ? nullptr : out.dtrial + winner * r.m;
+  for (int l = warp; l < next_trials; l += warps) {
+    const std::int64_t j = draw_candidate(uniform_at(key, draw0 + l), pot[winner], r, groups, staged,
+                                          out.pot_part + winner * r.count, d2, w, taken, won, lane);
+    if (lane == 0) picks[l] = j;
   }
-  const double* d2 = first ? nullptr : out.dtrial + winner * r.m;
-  for (int l = warp; l < next.trials; l += warps) {
-    const std::int64_t j = draw_candidate(next.u[l], pot[winner], r, winner_groups, staged ? scratch : nullptr,
-                                          out.pot_part + winner * r.count, d2, w, taken, lane);
-    if (lane == 0) state->picks[l] = j;
-  }
-}
-
-/// Before the first step: the range sums of the weights, as if they were a single winning trial's, and
-/// the first centre's draw from them (by weight alone). One block.
-__global__ void __launch_bounds__(kThreads) first_draw_kernel(const int* __restrict__ w, Ranges r, StepBuffers out,
-                                                              StepState* state, double* group_sums, Draws next) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (std::int64_t b = warp; b < r.count; b += kThreads / 32) {
-    const std::int64_t j = b * kRange + lane;
-    const double s = warp_sum(j < r.m ? double(w[j]) : 0.0);
-    if (lane == 0) out.pot_part[b] = s;
-  }
-  __threadfence();
   __syncthreads();
-  for (std::int64_t g = warp; g < r.groups; g += kThreads / 32) {
-    const double s = group_sum(out.pot_part, r, g, lane);
-    if (lane == 0) group_sums[g] = s;
-  }
-  __threadfence();
-  __syncthreads();
-  settle_step(out, 1, r, -1, nullptr, nullptr, state, group_sums, nullptr, 0, w, true, next);
 }
 
 /// Dimensions of the candidates' rows a block stages in shared memory at a time (128 floats, 64 doubles),
@@ -410,23 +402,44 @@ __host__ __device__ inline int ranges_per_block(int slices) {
   return min(kThreads / 32 / slices, kMaxRangesPerBlock<T, kTrials>);
 }
 
-/// One step of greedy k-means++ with the trials the previous step drew (state->picks; kTrials of them
-/// at most, `trials` used), block b over ranges [b G, b G + G) (G = ranges_per_block, kRange candidates
-/// each): for every trial l and candidate j of a range, dtrial[l][j] = min(D2_j, ||c_j - c_pick_l||^2)
-/// (the distance alone on the first step), D2 the previous winner's, and the range's sum of
-/// w_j dtrial[l][j] (a warp's fixed tree). Rows are staged a chunk of dimensions at a time; each of a
-/// range's `slices` warps adds the squared differences of its slice of the chunk (kSpan dimensions, in
-/// order) for every candidate and trial, in T (a greedy choice needs no more than the data's precision);
-/// the slices' sums are then added in slice order. Narrow rows (d < kChunk) take fewer slices and more
-/// ranges a block: the slices left out would add zeros, so the sums are the same. The last block to
-/// finish settles the step and draws the next one's trials (`next`).
+/// After a block has written the range sums of ranges [first, first + count) (within one group): the
+/// block that completes the group (counted in group_done, reset for the next step) adds its range sums
+/// for every trial in warp_sum's fixed tree, so that the settling reads trials x groups values, not
+/// trials x ranges. Whole block.
+__device__ void add_group_if_last(std::int64_t first, std::int64_t count, Ranges r, int trials, StepBuffers out,
+                                  unsigned* group_done) {
+  __shared__ bool group_last;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const std::int64_t group = first / kGroup;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const auto in_group = static_cast<unsigned>(min(std::int64_t(kGroup), r.count - group * kGroup));
+    group_last = atomicAdd(group_done + group, unsigned(count)) + unsigned(count) == in_group;
+  }
+  __syncthreads();
+  if (!group_last) return;
+  __threadfence();
+  for (int l = warp; l < trials; l += warps) {
+    const double sum = group_sum(out.pot_part + l * r.count, r, group, lane);
+    if (lane == 0) out.group_sums[l * r.groups + group] = sum;
+  }
+  if (threadIdx.x == 0) group_done[group] = 0;
+}
+
+/// One step's measurements by one block, for its share `part` of the ranges (G = ranges_per_block, kRange
+/// candidates each, ranges [part G, part G + G)): for every trial l (`picks`, kTrials at most, `trials`
+/// used) and candidate j, dtrial[l][j] = min(D2_j, ||c_j - c_pick_l||^2) (the distance alone on the first
+/// step: d2 null), D2 the previous winner's, and each range's sum of w_j dtrial[l][j] (a warp's fixed
+/// tree). Rows are staged a chunk of dimensions at a time; each of a range's `slices` warps adds the
+/// squared differences of its slice of the chunk (kSpan dimensions, in order) for every candidate and
+/// trial, in T (a greedy choice needs no more than the data's precision); the slices' sums are then added
+/// in slice order. Narrow rows (d < kChunk) take fewer slices and more ranges a block: the slices left out
+/// would add zeros, so the sums are the same.
 template <class T, int kTrials, bool kNarrow>
-__global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restrict__ cand, std::int64_t d, Ranges r,
-                                                               int narrow_slices, int trials, bool first,
-                                                               const int* __restrict__ w, unsigned char* taken,
-                                                               StepBuffers prev, StepBuffers out, StepState* state,
-                                                               double* group_sums, unsigned* group_done,
-                                                               std::int64_t step, std::int64_t* chosen, Draws next) {
+__device__ void measure_ranges(std::int64_t part, const T* __restrict__ cand, std::int64_t d, Ranges r,
+                               int narrow_slices, int trials, const std::int64_t* picks, const double* d2,
+                               const int* __restrict__ w, StepBuffers out, unsigned* group_done) {
   constexpr int kChunk = kTrialChunk<T>, kVec = kVector<T>;
   constexpr int kWarps = kThreads / 32;
   constexpr int kSpan = kChunk / kWarps;
@@ -439,37 +452,50 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
   __shared__ Vector<T> rows[kRange * kChunk / kVec + kRanges * kRange];
   __shared__ Vector<T> pick_rows[kTrials][kChunk / kVec];
   __shared__ T dist[kRanges][kTrials][kRange];
-  __shared__ std::int64_t pick_at[kTrials];
-  __shared__ bool last;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int slices = kNarrow ? narrow_slices : kWarps;
   const int ranges = ranges_per_block<T, kTrials>(slices), g = warp / slices, slice = warp % slices;
   const int width_staged = slices * kSpan, stride = width_staged / kVec + 1;
   const int width_shift = __ffs(width_staged) - 1;  // a power of two: rows and columns by shifts
-  if (threadIdx.x < trials) pick_at[threadIdx.x] = state->picks[threadIdx.x];
-  const double* d2 = prev.dtrial + std::int64_t(state->winner) * r.m;
-  const std::int64_t block_lo = std::int64_t(blockIdx.x) * ranges * kRange;
-  const std::int64_t b = std::int64_t(blockIdx.x) * ranges + g, lo = b * kRange;  // this warp's range
+  const std::int64_t block_lo = part * ranges * kRange;
+  const std::int64_t b = part * ranges + g, lo = b * kRange;  // this warp's range
   const bool measures = g < ranges && b < r.count;
   const int valid = measures ? static_cast<int>(min(std::int64_t(kRange), r.m - lo)) : 0;
   const int staged_rows = static_cast<int>(min(std::int64_t(ranges) * kRange, r.m - block_lo));
   T s[kTrials];
 #pragma unroll
   for (int l = 0; l < kTrials; ++l) s[l] = T(0);
+  // This lane's weight and previous distance, fetched now: they are needed only at the end.
+  const std::int64_t j = lo + lane;
+  const double wj = lane < valid ? double(w[j]) : 0.0, dj = lane < valid && d2 ? __ldcg(d2 + j) : 0.0;
+  constexpr int kRowRounds = kRange * kChunk / kThreads, kPickRounds = (kTrials * kChunk + kThreads - 1) / kThreads;
   for (std::int64_t c0 = 0; c0 < d; c0 += kChunk) {
     const int width = static_cast<int>(min(std::int64_t(kChunk), d - c0));
-    __syncthreads();  // the picks are read; the previous chunk has been used
-    // Zeros past the last dimension and past the last candidate or trial: they add nothing.
+    // Every load of the chunk into registers first, all in flight together (stored one by one, each
+    // would wait for the last: the compiler cannot tell the rows from shared memory). Zeros past the
+    // last dimension and past the last candidate or trial: they add nothing.
+    T row_values[kRowRounds], pick_values[kPickRounds];
 #pragma unroll
-    for (int round = 0; round < kRange * kChunk / kThreads; ++round) {
+    for (int round = 0; round < kRowRounds; ++round) {
       const int q = threadIdx.x + round * kThreads, row = q >> width_shift, p = q & (width_staged - 1);
-      if (row < ranges * kRange)
-        rows[row * stride + p / kVec].v[p % kVec] =
-            row < staged_rows && p < width ? cand[(block_lo + row) * d + c0 + p] : T(0);
+      row_values[round] = row < ranges * kRange && row < staged_rows && p < width
+                              ? __ldg(cand + (block_lo + row) * d + c0 + p) : T(0);
     }
-    for (int q = threadIdx.x; q < kTrials * kChunk; q += kThreads) {
-      const int l = q / kChunk, p = q % kChunk;
-      pick_rows[l][p / kVec].v[p % kVec] = l < trials && p < width ? cand[pick_at[l] * d + c0 + p] : T(0);
+#pragma unroll
+    for (int round = 0; round < kPickRounds; ++round) {
+      const int q = threadIdx.x + round * kThreads, l = q / kChunk, p = q % kChunk;
+      pick_values[round] = l < trials && p < width ? __ldg(cand + picks[l] * d + c0 + p) : T(0);
+    }
+    __syncthreads();  // the previous chunk (or part) has been used
+#pragma unroll
+    for (int round = 0; round < kRowRounds; ++round) {
+      const int q = threadIdx.x + round * kThreads, row = q >> width_shift, p = q & (width_staged - 1);
+      if (row < ranges * kRange) rows[row * stride + p / kVec].v[p % kVec] = row_values[round];
+    }
+#pragma unroll
+    for (int round = 0; round < kPickRounds; ++round) {
+      const int q = threadIdx.x + round * kThreads, l = q / kChunk, p = q % kChunk;
+      if (l < kTrials) pick_rows[l][p / kVec].v[p % kVec] = pick_values[round];
     }
     __syncthreads();
     if (g < ranges) {
@@ -496,113 +522,152 @@ __global__ void __launch_bounds__(kThreads) greedy_step_kernel(const T* __restri
     __syncthreads();
   }
   if (measures) {
-    const std::int64_t j = lo + lane;
-    const double wj = lane < valid ? double(w[j]) : 0.0, dj = lane < valid && !first ? d2[j] : 0.0;
     for (int l = slice; l < trials; l += slices) {
       const double sl = double(dist[g][l][lane]);
-      const double v = first || sl < dj ? sl : dj;
+      const double v = !d2 || sl < dj ? sl : dj;
       if (lane < valid) out.dtrial[l * r.m + j] = v;
       const double sum = warp_sum(lane < valid ? wj * v : 0.0);
       if (lane == 0) out.pot_part[l * r.count + b] = sum;
     }
   }
-  // The block that finishes a group's last range adds the group's range sums for every trial (a block's
-  // ranges lie in one group: their count is a power of two), so the settling block starts from the
-  // groups; it resets the group's count for the next step. Then the last block to finish settles the
-  // step (everyone's writes made visible first).
-  __shared__ bool group_last;
-  __threadfence();
-  __syncthreads();
-  const std::int64_t group = std::int64_t(blockIdx.x) * ranges / kGroup;
-  if (threadIdx.x == 0) {
-    const auto mine = static_cast<unsigned>(min(std::int64_t(ranges), r.count - std::int64_t(blockIdx.x) * ranges));
-    const auto in_group = static_cast<unsigned>(min(std::int64_t(kGroup), r.count - group * kGroup));
-    group_last = atomicAdd(group_done + group, mine) + mine == in_group;
-  }
-  __syncthreads();
-  if (group_last) {
-    __threadfence();
-    for (int l = warp; l < trials; l += kWarps) {
-      const double sum = group_sum(out.pot_part + l * r.count, r, group, lane);
-      if (lane == 0) group_sums[l * r.groups + group] = sum;
-    }
-    if (threadIdx.x == 0) group_done[group] = 0;
-    __threadfence();
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&state->done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  settle_step(out, trials, r, step, chosen, taken, state, group_sums, reinterpret_cast<double*>(rows),
-              std::int64_t(sizeof(rows) / sizeof(double)), w, false, next);
+  add_group_if_last(part * ranges, min(std::int64_t(ranges), r.count - part * ranges), r, trials, out, group_done);
 }
 
-/// Launches one step with the trial count rounded up to the kernel's (1, 2, 4, ..., kMaxTrials).
-template <class T>
-void launch_greedy_step(cudaStream_t stream, const T* cand, std::int64_t d, Ranges r, int trials, bool first,
-                        const int* w, unsigned char* taken, StepBuffers prev, StepBuffers out, StepState* state,
-                        double* group_sums, unsigned* group_done, std::int64_t step, std::int64_t* chosen,
-                        const Draws& next) {
-  static_assert(kMaxTrials == 32, "the buckets below");
-  const int slices = slices_for<T>(d);
-  const auto go = [&](auto trials_bucket) {
-    constexpr int kTrials = decltype(trials_bucket)::value;
-    const int ranges = ranges_per_block<T, kTrials>(slices);
-    const auto blocks = static_cast<unsigned>((r.count + ranges - 1) / ranges);
-    const auto kernel = slices < kThreads / 32 ? greedy_step_kernel<T, kTrials, true>
-                                               : greedy_step_kernel<T, kTrials, false>;
-    kernel<<<blocks, kThreads, 0, stream>>>(cand, d, r, slices, trials, first, w, taken, prev, out, state, group_sums,
-                                            group_done, step, chosen, next);
-  };
-  if (trials <= 1) go(std::integral_constant<int, 1>{});
-  else if (trials <= 2) go(std::integral_constant<int, 2>{});
-  else if (trials <= 4) go(std::integral_constant<int, 4>{});
-  else if (trials <= 8) go(std::integral_constant<int, 8>{});
-  else if (trials <= 16) go(std::integral_constant<int, 16>{});
-  else go(std::integral_constant<int, 32>{});
-  SKINNY_CHECK_LAUNCH();
+/// Blocks per SM the wide kernel's registers leave room for with up to 16 trials: three, so that the 2.5
+/// blocks a SM of 10k candidates (320 ranges on 132 SMs) each measure one range and none holds the grid
+/// barrier up with a second (spills: at most 72 bytes). The others keep every register they want.
+template <int kTrials, bool kNarrow>
+constexpr int kStepBlocksPerSm = !kNarrow && kTrials <= 16 ? 3 : 1;
+
+/// Steps [first_step, last_step) of the k of greedy k-means++ over the candidates in one launch, its
+/// blocks all resident (a cooperative launch) and meeting at a grid barrier once a step: they measure
+/// their shares of the ranges (measure_ranges, `parts` shares in all; each group's last block adds the
+/// group's sums), wait for each other, and then every block settles the step and draws the next one's
+/// picks itself, from the same sums in the same order (no second barrier, no block waiting on another's
+/// draw). `first_step` 0 first draws the first centre by weight alone; a later launch starts from
+/// `state`, which block 0 leaves at the end. Step s writes the buffers s % 2 and reads the previous
+/// step's winner from the other. The draws are the stream `key`'s: 0 for the first centre, then
+/// `trials` a step.
+template <class T, int kTrials, bool kNarrow>
+__global__ void __launch_bounds__(kThreads, kStepBlocksPerSm<kTrials, kNarrow>)
+    greedy_steps_kernel(const T* __restrict__ cand, std::int64_t d, Ranges r, int narrow_slices, std::int64_t parts,
+                        int trials, const int* __restrict__ w, unsigned char* taken, StepBuffers buffers0,
+                        StepBuffers buffers1, unsigned* group_done, StepState* state, std::int64_t first_step,
+                        std::int64_t last_step, std::int64_t k, std::uint64_t key, std::int64_t* chosen) {
+  const cg::grid_group grid = cg::this_grid();
+  __shared__ std::int64_t picks[kMaxTrials];
+  extern __shared__ double staged_groups[];  // r.groups doubles where they fit kStagedGroups, else none
+  double* staged = r.groups <= kStagedGroups ? staged_groups : nullptr;
+  int winner = 0;
+  const auto draw_base = [&](std::int64_t step) { return step == 0 ? 0ull : 1ull + std::uint64_t(step - 1) * trials; };
+  if (first_step == 0) {
+    // The weights' range and group sums, as if they were a single winning trial's, then the first
+    // centre's draw.
+    const int lane = threadIdx.x % 32;
+    const std::int64_t warp = std::int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+    const std::int64_t warps = std::int64_t(gridDim.x) * (kThreads / 32);
+    for (std::int64_t b = warp; b < r.count; b += warps) {
+      const std::int64_t j = b * kRange + lane;
+      const double s = warp_sum(j < r.m ? double(w[j]) : 0.0);
+      if (lane == 0) buffers1.pot_part[b] = s;
+    }
+    grid.sync();
+    for (std::int64_t g = warp; g < r.groups; g += warps) {
+      const double s = group_sum(buffers1.pot_part, r, g, lane);
+      if (lane == 0) buffers1.group_sums[g] = s;
+    }
+    grid.sync();
+    settle_step(buffers1, 1, r, -1, chosen, taken, w, 1, key, draw_base(0), picks, staged, winner);
+  } else {
+    if (threadIdx.x < trials) picks[threadIdx.x] = state->picks[threadIdx.x];
+    winner = state->winner;
+    __syncthreads();
+  }
+  for (std::int64_t step = first_step; step < last_step; ++step) {
+    const StepBuffers out = step % 2 ? buffers1 : buffers0, prev = step % 2 ? buffers0 : buffers1;
+    const int step_trials = step == 0 ? 1 : trials;
+    const double* d2 = step == 0 ? nullptr : prev.dtrial + std::int64_t(winner) * r.m;
+    for (std::int64_t part = blockIdx.x; part < parts; part += gridDim.x)
+      measure_ranges<T, kTrials, kNarrow>(part, cand, d, r, narrow_slices, step_trials, picks, d2, w, out, group_done);
+    grid.sync();
+    const int next_trials = step + 1 < k ? trials : 0;
+    settle_step(out, step_trials, r, step, chosen, taken, w, next_trials, key, draw_base(step + 1), picks, staged,
+                winner);
+  }
+  if (blockIdx.x == 0 && threadIdx.x < kMaxTrials) {
+    if (threadIdx.x == 0) state->winner = winner;
+    state->picks[threadIdx.x] = picks[threadIdx.x];
+  }
 }
 
 /// Greedy k-means++ over the m weighted candidates `cand` (m x d): k steps, each drawing greedy_trials(k)
 /// candidates with probability w D^2 and keeping the one that lowers the weighted potential most
 /// (scikit-learn's greedy rule, as init_kmeans_plus_plus; the first centre drawn by weight alone).
-/// All on the device, one launch a step and no wait: the draws go in as kernel arguments, and the last
-/// block of each step settles it and draws the next. Writes the k chosen candidates' indices to `chosen`.
+/// All on the device, in launches of kInitProgressEvery steps whose blocks meet at a grid barrier once
+/// a step (greedy_steps_kernel) rather than a launch a step, each of which ended with one block settling
+/// while the others had finished; it waits only to report progress. Writes the k chosen candidates'
+/// indices to `chosen`. H200, 1M points, ms for the reduction, a launch a step -> these launches
+/// (bench/results/h200/2026-11-29_init-reduction): d = 128, k = 1024 (10k candidates) 15.6 -> 12.5;
+/// d = 16 15.3 -> 9.5; d = 512 33.2 -> 25.7; k = 256 3.5 -> 2.3; d = 2, k = 2048 39.7 -> 25.1; but
+/// d = 128, k = 4096 (41k candidates, four ranges a block a step) 172 -> 183.
 template <class T>
 void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, std::int64_t k, std::uint64_t key,
                    std::int64_t* chosen, cudaStream_t stream, const InitProgressFn& progress,
                    std::chrono::steady_clock::time_point start) {
+  static_assert(kMaxTrials == 32, "the buckets below");
   const int trials = greedy_trials(k);
   const Ranges r(m);
   const auto size = [](std::int64_t count) { return static_cast<std::size_t>(count); };
   DeviceBuffer<double> dtrial(size(2 * trials * m)), pot_part(size(2 * trials * r.count));
-  DeviceBuffer<double> group_sums(size(trials * r.groups));
-  DeviceBuffer<unsigned> group_done(size(r.groups));  ///< ranges done per group this step
+  DeviceBuffer<double> group_sums(size(2 * trials * r.groups));
+  DeviceBuffer<unsigned> group_done(size(r.groups));  ///< ranges measured per group this step
   DeviceBuffer<unsigned char> taken(size(m));
   DeviceBuffer<StepState> state(1);
   SKINNY_CUDA_TRY(cudaMemsetAsync(taken.data(), 0, taken.bytes(), stream));
-  SKINNY_CUDA_TRY(cudaMemsetAsync(state.data(), 0, state.bytes(), stream));
   SKINNY_CUDA_TRY(cudaMemsetAsync(group_done.data(), 0, group_done.bytes(), stream));
-  const auto buffers = [&](std::int64_t parity) {
-    return StepBuffers{dtrial.data() + parity * trials * m, pot_part.data() + parity * trials * r.count};
+  const StepBuffers buffers0{dtrial.data(), pot_part.data(), group_sums.data()};
+  const StepBuffers buffers1{dtrial.data() + trials * m, pot_part.data() + trials * r.count,
+                             group_sums.data() + trials * r.groups};
+  const int slices = slices_for<T>(d);
+  const auto launch = [&](auto trials_bucket, std::int64_t first_step, std::int64_t last_step) {
+    constexpr int kTrials = decltype(trials_bucket)::value;
+    const int ranges = ranges_per_block<T, kTrials>(slices);
+    const std::int64_t parts = (r.count + ranges - 1) / ranges;
+    const auto kernel = slices < kThreads / 32 ? greedy_steps_kernel<T, kTrials, true>
+                                               : greedy_steps_kernel<T, kTrials, false>;
+    const std::size_t smem = r.groups <= kStagedGroups ? static_cast<std::size_t>(r.groups) * sizeof(double) : 0;
+    SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int per_sm = 0;
+    SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
+    // Every block resident: the grid barrier waits for all of them.
+    cudaLaunchAttribute cooperative{};
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(std::min<std::int64_t>(parts, std::int64_t(per_sm) * multiprocessors())));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &cooperative;
+    config.numAttrs = 1;
+    SKINNY_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, cand, d, r, slices, parts, trials, w, taken.data(), buffers0,
+                                       buffers1, group_done.data(), state.data(), first_step, last_step, k, key,
+                                       chosen));
   };
-  std::uint64_t draw = 0;
-  const auto draws_of = [&](std::int64_t step) {  // the first centre by weight alone, one trial
-    Draws next{};
-    next.trials = step >= k ? 0 : step == 0 ? 1 : trials;
-    for (int l = 0; l < next.trials; ++l) next.u[l] = uniform_at(key, draw++);
-    return next;
+  const auto launch_steps = [&](std::int64_t first_step, std::int64_t last_step) {
+    if (trials <= 1) launch(std::integral_constant<int, 1>{}, first_step, last_step);
+    else if (trials <= 2) launch(std::integral_constant<int, 2>{}, first_step, last_step);
+    else if (trials <= 4) launch(std::integral_constant<int, 4>{}, first_step, last_step);
+    else if (trials <= 8) launch(std::integral_constant<int, 8>{}, first_step, last_step);
+    else if (trials <= 16) launch(std::integral_constant<int, 16>{}, first_step, last_step);
+    else launch(std::integral_constant<int, 32>{}, first_step, last_step);
   };
-  first_draw_kernel<<<1, kThreads, 0, stream>>>(w, r, buffers(1), state.data(), group_sums.data(), draws_of(0));
-  SKINNY_CHECK_LAUNCH();
-  for (std::int64_t step = 0; step < k; ++step) {
-    launch_greedy_step(stream, cand, d, r, step == 0 ? 1 : trials, step == 0, w, taken.data(), buffers((step + 1) % 2),
-                       buffers(step % 2), state.data(), group_sums.data(), group_done.data(), step, chosen,
-                       draws_of(step + 1));
-    if (progress && ((step + 1) % kInitProgressEvery == 0 || step + 1 == k)) {
+  for (std::int64_t step = 0; step < k; step += kInitProgressEvery) {
+    const std::int64_t last = std::min(k, step + kInitProgressEvery);
+    launch_steps(step, last);
+    if (progress) {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-      progress(InitProgress{"k-means|| reduction", step + 1, k, m, ms_since(start)});
+      progress(InitProgress{"k-means|| reduction", last, k, m, ms_since(start)});
     }
   }
 }
