@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -606,7 +607,8 @@ __global__ void __launch_bounds__(kThreads, kStepBlocksPerSm<kTrials, kNarrow>)
 /// All on the device, in launches of kInitProgressEvery steps whose blocks meet at a grid barrier once
 /// a step (greedy_steps_kernel) rather than a launch a step, each of which ended with one block settling
 /// while the others had finished; it waits only to report progress. Writes the k chosen candidates'
-/// indices to `chosen`. H200, 1M points, ms for the reduction, a launch a step -> these launches
+/// indices to `chosen`. The centres do not depend on the number of blocks (SKINNY_INIT_REDUCTION_BLOCKS
+/// caps it, for tests). H200, 1M points, ms for the reduction, a launch a step -> these launches
 /// (bench/results/h200/2026-11-29_init-reduction): d = 128, k = 1024 (10k candidates) 15.6 -> 12.5;
 /// d = 16 15.3 -> 9.5; d = 512 33.2 -> 25.7; k = 256 3.5 -> 2.3; d = 2, k = 2048 39.7 -> 25.1; but
 /// d = 128, k = 4096 (41k candidates, four ranges a block a step) 172 -> 183.
@@ -639,20 +641,32 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
     SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int per_sm = 0;
     SKINNY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem));
-    // Every block resident: the grid barrier waits for all of them.
+    // Every block resident (the grid barrier waits for all of them): as many as fit, at most the parts.
+    std::int64_t blocks = std::min<std::int64_t>(parts, std::int64_t(std::max(per_sm, 1)) * multiprocessors());
+    if (const char* cap = std::getenv("SKINNY_INIT_REDUCTION_BLOCKS"); cap && std::atoll(cap) > 0)
+      blocks = std::min<std::int64_t>(blocks, std::atoll(cap));
     cudaLaunchAttribute cooperative{};
     cooperative.id = cudaLaunchAttributeCooperative;
     cooperative.val.cooperative = 1;
     cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(std::min<std::int64_t>(parts, std::int64_t(per_sm) * multiprocessors())));
     config.blockDim = dim3(kThreads);
     config.dynamicSmemBytes = smem;
     config.stream = stream;
     config.attrs = &cooperative;
     config.numAttrs = 1;
-    SKINNY_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, cand, d, r, slices, parts, trials, w, taken.data(), buffers0,
-                                       buffers1, group_done.data(), state.data(), first_step, last_step, k, key,
-                                       chosen));
+    for (;;) {
+      config.gridDim = dim3(static_cast<unsigned>(blocks));
+      const cudaError_t launched =
+          cudaLaunchKernelEx(&config, kernel, cand, d, r, slices, parts, trials, w, taken.data(), buffers0, buffers1,
+                             group_done.data(), state.data(), first_step, last_step, k, key, chosen);
+      // Fewer SMs than the device has (MPS, a green context): half the blocks, each measuring more parts.
+      if (launched != cudaErrorCooperativeLaunchTooLarge || blocks == 1) {
+        SKINNY_CUDA_TRY(launched);
+        break;
+      }
+      (void)cudaGetLastError();
+      blocks = (blocks + 1) / 2;
+    }
   };
   const auto launch_steps = [&](std::int64_t first_step, std::int64_t last_step) {
     if (trials <= 1) launch(std::integral_constant<int, 1>{}, first_step, last_step);

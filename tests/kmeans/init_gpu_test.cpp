@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -167,6 +168,29 @@ TEST_F(KmeansParallelGpu, SameSeedSameCentroids) {
   same_seed_same_centroids<float>(5003, 16, 70);  // gemm::nearest
   same_seed_same_centroids<float>(5003, 9, 70);   // GEMM fallback
   same_seed_same_centroids<double>(2001, 7, 33);
+}
+
+/// The greedy reduction's blocks meet at a grid barrier; however many there are (a smaller device, MPS),
+/// each step's sums are formed in the same order, so the centres are the same bits.
+template <class T>
+void same_centres_on_any_grid(std::int64_t n, std::int64_t d, std::int64_t k) {
+  Context& ctx = shared_context();
+  DeviceBuffer<T> x(static_cast<std::size_t>(n * d));
+  make_blobs<T>(ctx, x.data(), n, d, 40, 21);
+  const std::vector<T> all = initial(x, n, d, k, 9, Init::kmeans_parallel, detail::Reduction::greedy);
+  for (const char* blocks : {"1", "3", "17"}) {
+    ::setenv("SKINNY_INIT_REDUCTION_BLOCKS", blocks, 1);
+    const std::vector<T> capped = initial(x, n, d, k, 9, Init::kmeans_parallel, detail::Reduction::greedy);
+    ::unsetenv("SKINNY_INIT_REDUCTION_BLOCKS");
+    EXPECT_EQ(0, std::memcmp(all.data(), capped.data(), all.size() * sizeof(T)))
+        << "n=" << n << " d=" << d << " k=" << k << " at most " << blocks << " blocks";
+  }
+}
+
+TEST_F(KmeansParallelGpu, ReductionGivesTheSameCentresOnAnyGrid) {
+  same_centres_on_any_grid<float>(20011, 128, 300);  // a range a block
+  same_centres_on_any_grid<float>(20011, 13, 300);   // narrow rows: several ranges a block
+  same_centres_on_any_grid<double>(9001, 70, 130);
 }
 
 /// k = n: every point is a centroid (the candidates, topped up with the points never sampled), and
