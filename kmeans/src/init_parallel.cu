@@ -605,8 +605,8 @@ __global__ void __launch_bounds__(kThreads, kStepBlocksPerSm<kTrials, kNarrow>)
 /// candidates with probability w D^2 and keeping the one that lowers the weighted potential most
 /// (scikit-learn's greedy rule, as init_kmeans_plus_plus; the first centre drawn by weight alone).
 /// All on the device, in launches of kInitProgressEvery steps whose blocks meet at a grid barrier once
-/// a step (greedy_steps_kernel) rather than a launch a step, each of which ended with one block settling
-/// while the others had finished; it waits only to report progress. Writes the k chosen candidates'
+/// a step (greedy_steps_kernel), not a launch a step (each ended with one block settling the step while
+/// the rest of the GPU waited for the next launch); it waits only to report progress. Writes the k chosen candidates'
 /// indices to `chosen`. The centres do not depend on the number of blocks (SKINNY_INIT_REDUCTION_BLOCKS
 /// caps it, for tests). H200, 1M points, ms for the reduction, a launch a step -> these launches
 /// (bench/results/h200/2026-11-29_init-reduction): d = 128, k = 1024 (10k candidates) 15.6 -> 12.5;
