@@ -83,6 +83,13 @@ void column_moments(const T* x, std::int64_t rows, std::int64_t d, double* scrat
 /// not fit there.
 std::int64_t chunk_rows(std::int64_t n, std::int64_t k, int elem_bytes, std::int64_t budget = std::int64_t(32) << 20);
 
+/// Leading dimension of rows of T as gemm::nearest reads them: whole 16-byte copies.
+template <class T>
+std::int64_t nearest_row(std::int64_t d) {
+  constexpr std::int64_t per_copy = 16 / static_cast<std::int64_t>(sizeof(T));
+  return (d + per_copy - 1) / per_copy * per_copy;
+}
+
 /// Device memory the library may still take: the free memory less a headroom for the CUDA context's and the
 /// libraries' own allocations (the larger of 512 MiB and 5 % of the device).
 std::size_t available_device_memory();

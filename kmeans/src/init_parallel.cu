@@ -34,7 +34,7 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 unsigned grid_for(std::int64_t count) {
@@ -86,63 +86,86 @@ __global__ void merge_nearest_kernel(const std::int32_t* __restrict__ new_label,
 /// and at least 2^-8 (smaller data would lie among half's subnormals, with less than TF32's precision).
 constexpr float kHalfSamplingMax = 32768.0f, kHalfSamplingMin = 1.0f / 256;
 
-/// dst = x rounded to half (count values), and the largest |x| into *max_bits (the bits of a non-negative
-/// float order like the float: an integer atomicMax, the same whatever the order).
-__global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t count, __half* __restrict__ dst,
-                                 unsigned* max_bits) {
+/// dst = the n x d values x rounded to half, in rows of ld >= d (zeros past d: they add nothing to
+/// products or norms), and the largest |x| into *max_bits (the bits of a non-negative float order like
+/// the float: an integer atomicMax, the same whatever the order).
+__global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t n, std::int64_t d, std::int64_t ld,
+                                 __half* __restrict__ dst, unsigned* max_bits) {
   float largest = 0;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float v = x[i];
-    dst[i] = __float2half_rn(v);
+  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n * ld;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = ld == d ? 0 : e / ld, col = e - row * ld;  // no division where rows are whole
+    const float v = ld == d ? x[e] : col < d ? x[row * d + col] : 0.0f;
+    dst[e] = __float2half_rn(v);
     largest = fmaxf(largest, fabsf(v));
   }
   for (int off = 16; off > 0; off >>= 1) largest = fmaxf(largest, __shfl_xor_sync(kFullMask, largest, off));
   if (threadIdx.x % 32 == 0) atomicMax(max_bits, __float_as_uint(largest));
 }
 
-/// A half copy of float X and its rows' squared norms, for the sampling rounds' distances: half products
-/// on the tensor cores take about two thirds of TF32's time (1M x 128, 2048 centres, H100: 1.87 against
-/// 2.96 ms) and keep the same 11-bit significands, rounded where TF32 truncates. Empty (the rounds use X)
-/// where it cannot serve: rows not a multiple of 8 halves (gemm::nearest reads 16-byte rows), the largest
-/// |x| outside [kHalfSamplingMin, kHalfSamplingMax], or too little device memory for the copy
-/// (available_device_memory: the library's usual headroom left free).
-struct HalfSampling {
-  DeviceBuffer<__half> x;
-  DeviceBuffer<float> norms;
+/// The points as the sampling rounds' distances read them, in one product a term (Math::fast: D^2
+/// sampling needs the distances' sizes, not their last bits). gemm::nearest reads rows of whole 16-byte
+/// copies, and its fused kernel takes a fraction of the time of a distance GEMM and an argmin over an
+/// n x m matrix (1M points, d = 7, k = 1024, H200: 6.8 against 45 ms for the five rounds). In order of
+/// preference:
+/// - a half copy of float X, rows padded to 8 halves, and their squared norms: half products on the
+///   tensor cores take about two thirds of TF32's time (1M x 128, 2048 centres, H100: 1.87 against
+///   2.96 ms) and keep the same 11-bit significands, rounded where TF32 truncates. Not where the largest
+///   |x| lies outside [kHalfSamplingMin, kHalfSamplingMax];
+/// - X itself in TF32, where its rows are whole copies (d a multiple of 4);
+/// - a float copy of X with rows padded to 4 floats (their norms are X's), in TF32.
+/// Each copy only where it leaves the library's usual headroom free (available_device_memory); with
+/// none, the rounds take the distance GEMM and the argmin.
+struct SamplingRows {
+  DeviceBuffer<__half> half;
+  DeviceBuffer<float> half_norms;
+  DeviceBuffer<float> padded;
+  std::int64_t ld = 0;  ///< the copy's row length (half or padded)
 };
 
-HalfSampling half_sampling_copy(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
-  HalfSampling h;
-  const std::size_t bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(__half) +
-                            static_cast<std::size_t>(n) * sizeof(float);
-  if (d % 8 != 0 || bytes > available_device_memory()) return h;
-  h.x = DeviceBuffer<__half>(static_cast<std::size_t>(n * d));
-  h.norms = DeviceBuffer<float>(static_cast<std::size_t>(n));
-  DeviceBuffer<unsigned> max_bits(1);
-  SKINNY_CUDA_TRY(cudaMemsetAsync(max_bits.data(), 0, max_bits.bytes(), stream));
-  half_copy_kernel<<<grid_for(n * d), kThreads, 0, stream>>>(x, n * d, h.x.data(), max_bits.data());
-  SKINNY_CHECK_LAUNCH();
-  unsigned bits = 0;
-  SKINNY_CUDA_TRY(cudaMemcpyAsync(&bits, max_bits.data(), sizeof bits, cudaMemcpyDeviceToHost, stream));
-  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-  float largest;
-  std::memcpy(&largest, &bits, sizeof largest);
-  if (!(largest >= kHalfSamplingMin && largest <= kHalfSamplingMax)) return HalfSampling{};
-  row_sq_norms(h.x.data(), n, d, h.norms.data(), stream);
-  return h;
+SamplingRows sampling_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
+  SamplingRows rows;
+  const std::int64_t ldh = nearest_row<__half>(d);
+  if (static_cast<std::size_t>(n) * static_cast<std::size_t>(ldh * 2 + 4) <= available_device_memory()) {
+    rows.half = DeviceBuffer<__half>(static_cast<std::size_t>(n * ldh));
+    DeviceBuffer<unsigned> max_bits(1);
+    SKINNY_CUDA_TRY(cudaMemsetAsync(max_bits.data(), 0, max_bits.bytes(), stream));
+    half_copy_kernel<<<grid_for(n * ldh), kThreads, 0, stream>>>(x, n, d, ldh, rows.half.data(), max_bits.data());
+    SKINNY_CHECK_LAUNCH();
+    unsigned bits = 0;
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(&bits, max_bits.data(), sizeof bits, cudaMemcpyDeviceToHost, stream));
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+    float largest;
+    std::memcpy(&largest, &bits, sizeof largest);
+    if (largest >= kHalfSamplingMin && largest <= kHalfSamplingMax) {
+      rows.half_norms = DeviceBuffer<float>(static_cast<std::size_t>(n));
+      row_sq_norms(rows.half.data(), n, ldh, rows.half_norms.data(), stream);  // the zeros add nothing
+      rows.ld = ldh;
+      return rows;
+    }
+    rows.half = DeviceBuffer<__half>();
+  }
+  const std::int64_t ldf = nearest_row<float>(d);
+  if (ldf != d && static_cast<std::size_t>(n * ldf) * sizeof(float) <= available_device_memory()) {
+    rows.padded = DeviceBuffer<float>(static_cast<std::size_t>(n * ldf));
+    SKINNY_CUDA_TRY(cudaMemsetAsync(rows.padded.data(), 0, rows.padded.bytes(), stream));
+    SKINNY_CUDA_TRY(cudaMemcpy2DAsync(rows.padded.data(), ldf * sizeof(float), x, d * sizeof(float),
+                                      d * sizeof(float), static_cast<std::size_t>(n), cudaMemcpyDeviceToDevice,
+                                      stream));
+    rows.ld = ldf;
+  }
+  return rows;
 }
 
 /// For every point, the nearest of the m centres c (m x d) and its squared distance. Float through
-/// gemm::nearest where it can run (x 16-byte aligned, d a multiple of 4, compute capability >= 8.0):
-/// the cross term on the tensor cores fused with the argmin, in one product (Math::fast), of the half
-/// copy `half` where there is one (else TF32): D^2 sampling needs the distances' sizes, not their last
-/// bits, and a point that nearly ties two candidates may weigh either. Otherwise, and for double, the
-/// cross terms through gemm::gemm in row chunks and the Lloyd loop's argmin (ties: the lowest index
-/// either way).
+/// gemm::nearest where it can run (compute capability >= 8.0): the cross term on the tensor cores fused
+/// with the argmin, in one product (Math::fast), on the copy in `rows` where there is one (else X): D^2
+/// sampling needs the distances' sizes, not their last bits, and a point that nearly ties two
+/// candidates may weigh either. Otherwise, and for double, the cross terms through gemm::gemm in row
+/// chunks and the Lloyd loop's argmin (ties: the lowest index either way).
 template <class T>
 void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const T* xnorm, const T* c,
-                     std::int64_t m, const T* cnorm, const HalfSampling& half, std::int32_t* labels, T* dist) {
+                     std::int64_t m, const T* cnorm, const SamplingRows& rows, std::int32_t* labels, T* dist) {
   const cudaStream_t stream = ctx.stream();
   if constexpr (std::is_same_v<T, float>) {
     gemm::NearestArguments a;
@@ -156,23 +179,26 @@ void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, c
     a.labels = labels;
     a.sq_distances = dist;
     a.math = gemm::Math::fast;
-    gemm::NearestArguments h = a;
-    h.x = half.x.data();
-    h.x_type = gemm::Element::f16;
-    h.x_sq_norms = half.norms.data();
-    for (const gemm::NearestArguments& args : {h, a}) {
-      if (args.x != nullptr && gemm::nearest_can_implement(ctx, args)) {
-        gemm::nearest(ctx, args);
-        return;
-      }
+    if (rows.half.size() > 0) {
+      a.x = rows.half.data();
+      a.x_type = gemm::Element::f16;
+      a.ldx = rows.ld;
+      a.x_sq_norms = rows.half_norms.data();
+    } else if (rows.padded.size() > 0) {
+      a.x = rows.padded.data();
+      a.ldx = rows.ld;
+    }
+    if (gemm::nearest_can_implement(ctx, a)) {
+      gemm::nearest(ctx, a);
+      return;
     }
   }
-  const std::int64_t rows = chunk_rows(n, m, sizeof(T));
-  DeviceBuffer<T> g(static_cast<std::size_t>(rows * m));
+  const std::int64_t chunk = chunk_rows(n, m, sizeof(T));
+  DeviceBuffer<T> g(static_cast<std::size_t>(chunk * m));
   DeviceBuffer<int> counts(static_cast<std::size_t>(m));  // argmin counts too; not needed here
   SKINNY_CUDA_TRY(cudaMemsetAsync(counts.data(), 0, counts.bytes(), stream));
-  for (std::int64_t r0 = 0; r0 < n; r0 += rows) {
-    const std::int64_t h = std::min(rows, n - r0);
+  for (std::int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const std::int64_t h = std::min(chunk, n - r0);
     gemm::gemm(ctx, {gemm::row_major<const T>(x + r0 * d, h, d), gemm::col_major<const T>(c, d, m),
                      gemm::row_major(g.data(), h, m)});
     argmin(g.data(), h, m, xnorm + r0, cnorm, labels + r0, dist + r0, counts.data(), stream);
@@ -371,13 +397,13 @@ struct alignas(16) Vector {
   T v[kVector<T>];
 };
 
-/// Warps that add one range's distances: one per slice of kSpan dimensions a chunk holds (kThreads / 32
+/// Warps that add one range's distances: one per slice of kSpan dimensions a chunk holds (kWarps
 /// when d fills a chunk; fewer for narrow rows, whose other slices would add zeros), a power of two.
 template <class T>
 int slices_for(std::int64_t d) {
-  constexpr int kSpan = kTrialChunk<T> / (kThreads / 32);
+  constexpr int kSpan = kTrialChunk<T> / kWarps;
   int slices = 1;
-  while (slices < kThreads / 32 && std::int64_t(slices) * kSpan < d) slices *= 2;
+  while (slices < kWarps && std::int64_t(slices) * kSpan < d) slices *= 2;
   return slices;
 }
 
@@ -390,7 +416,7 @@ constexpr int kMaxRangesPerBlock = [] {
   constexpr int kRowsBytes = (kRange * kTrialChunk<T> / kVector<T> + 8 * kRange) * 16;
   constexpr int kPickBytes = kTrials * kTrialChunk<T> * int(sizeof(T));
   constexpr int kScratchPerRange = kTrials * kRange * int(sizeof(T));
-  const int fit = std::clamp((46 * 1024 - kRowsBytes - kPickBytes) / kScratchPerRange, 1, kThreads / 32);
+  const int fit = std::clamp((46 * 1024 - kRowsBytes - kPickBytes) / kScratchPerRange, 1, kWarps);
   int ranges = 1;  // a power of two: a block's ranges then lie in one group
   while (2 * ranges <= fit) ranges *= 2;
   return ranges;
@@ -400,7 +426,7 @@ constexpr int kMaxRangesPerBlock = [] {
 /// kMaxRangesPerBlock.
 template <class T, int kTrials>
 __host__ __device__ inline int ranges_per_block(int slices) {
-  return min(kThreads / 32 / slices, kMaxRangesPerBlock<T, kTrials>);
+  return min(kWarps / slices, kMaxRangesPerBlock<T, kTrials>);
 }
 
 /// After a block has written the range sums of ranges [first, first + count) (within one group): the
@@ -442,7 +468,6 @@ __device__ void measure_ranges(std::int64_t part, const T* __restrict__ cand, st
                                int narrow_slices, int trials, const std::int64_t* picks, const double* d2,
                                const int* __restrict__ w, StepBuffers out, unsigned* group_done) {
   constexpr int kChunk = kTrialChunk<T>, kVec = kVector<T>;
-  constexpr int kWarps = kThreads / 32;
   constexpr int kSpan = kChunk / kWarps;
   // Rows that fill a chunk take the wide kernel (every warp a slice of one range, all known here).
   constexpr int kRanges = kNarrow ? kMaxRangesPerBlock<T, kTrials> : 1;
@@ -534,6 +559,21 @@ __device__ void measure_ranges(std::int64_t part, const T* __restrict__ cand, st
   add_group_if_last(part * ranges, min(std::int64_t(ranges), r.count - part * ranges), r, trials, out, group_done);
 }
 
+/// The weights' sums over the block's share `part` of the ranges (kWarps of them, within one group: a
+/// warp each), stored as a single trial's range sums, and their group's sum by the group's last block
+/// (add_group_if_last, as a step's): what the first centre is drawn from, by weight alone.
+__device__ void weigh_ranges(std::int64_t part, Ranges r, const int* __restrict__ w, StepBuffers out,
+                             unsigned* group_done) {
+  static_assert(kGroup % kWarps == 0, "a share of the ranges lies in one group");
+  const int lane = threadIdx.x % 32;
+  const std::int64_t first = part * kWarps, b = first + threadIdx.x / 32, j = b * kRange + lane;
+  if (b < r.count) {
+    const double sum = warp_sum(j < r.m ? double(w[j]) : 0.0);
+    if (lane == 0) out.pot_part[b] = sum;
+  }
+  add_group_if_last(first, min(std::int64_t(kWarps), r.count - first), r, 1, out, group_done);
+}
+
 /// Blocks per SM the wide kernel's registers leave room for with up to 16 trials: three, so that the 2.5
 /// blocks a SM of 10k candidates (320 ranges on 132 SMs) each measure one range and none holds the grid
 /// barrier up with a second (spills: at most 72 bytes). The others keep every register they want.
@@ -564,19 +604,8 @@ __global__ void __launch_bounds__(kThreads, kStepBlocksPerSm<kTrials, kNarrow>)
   if (first_step == 0) {
     // The weights' range and group sums, as if they were a single winning trial's, then the first
     // centre's draw.
-    const int lane = threadIdx.x % 32;
-    const std::int64_t warp = std::int64_t(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
-    const std::int64_t warps = std::int64_t(gridDim.x) * (kThreads / 32);
-    for (std::int64_t b = warp; b < r.count; b += warps) {
-      const std::int64_t j = b * kRange + lane;
-      const double s = warp_sum(j < r.m ? double(w[j]) : 0.0);
-      if (lane == 0) buffers1.pot_part[b] = s;
-    }
-    grid.sync();
-    for (std::int64_t g = warp; g < r.groups; g += warps) {
-      const double s = group_sum(buffers1.pot_part, r, g, lane);
-      if (lane == 0) buffers1.group_sums[g] = s;
-    }
+    for (std::int64_t part = blockIdx.x; part < (r.count + kWarps - 1) / kWarps; part += gridDim.x)
+      weigh_ranges(part, r, w, buffers1, group_done);
     grid.sync();
     settle_step(buffers1, 1, r, -1, chosen, taken, w, 1, key, draw_base(0), picks, staged, winner);
   } else {
@@ -631,12 +660,12 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
   const StepBuffers buffers1{dtrial.data() + trials * m, pot_part.data() + trials * r.count,
                              group_sums.data() + trials * r.groups};
   const int slices = slices_for<T>(d);
-  const auto launch = [&](auto trials_bucket, std::int64_t first_step, std::int64_t last_step) {
+  // Set up once for the trial bucket, then the steps in launches of kInitProgressEvery.
+  const auto run = [&](auto trials_bucket) {
     constexpr int kTrials = decltype(trials_bucket)::value;
     const int ranges = ranges_per_block<T, kTrials>(slices);
     const std::int64_t parts = (r.count + ranges - 1) / ranges;
-    const auto kernel = slices < kThreads / 32 ? greedy_steps_kernel<T, kTrials, true>
-                                               : greedy_steps_kernel<T, kTrials, false>;
+    const auto kernel = slices < kWarps ? greedy_steps_kernel<T, kTrials, true> : greedy_steps_kernel<T, kTrials, false>;
     const std::size_t smem = r.groups <= kStagedGroups ? static_cast<std::size_t>(r.groups) * sizeof(double) : 0;
     SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int per_sm = 0;
@@ -654,36 +683,34 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
     config.stream = stream;
     config.attrs = &cooperative;
     config.numAttrs = 1;
-    for (;;) {
-      config.gridDim = dim3(static_cast<unsigned>(blocks));
-      const cudaError_t launched =
-          cudaLaunchKernelEx(&config, kernel, cand, d, r, slices, parts, trials, w, taken.data(), buffers0, buffers1,
-                             group_done.data(), state.data(), first_step, last_step, k, key, chosen);
-      // Fewer SMs than the device has (MPS, a green context): half the blocks, each measuring more parts.
-      if (launched != cudaErrorCooperativeLaunchTooLarge || blocks == 1) {
-        SKINNY_CUDA_TRY(launched);
-        break;
+    for (std::int64_t step = 0; step < k; step += kInitProgressEvery) {
+      const std::int64_t last = std::min(k, step + kInitProgressEvery);
+      for (;;) {
+        config.gridDim = dim3(static_cast<unsigned>(blocks));
+        const cudaError_t launched =
+            cudaLaunchKernelEx(&config, kernel, cand, d, r, slices, parts, trials, w, taken.data(), buffers0, buffers1,
+                               group_done.data(), state.data(), step, last, k, key, chosen);
+        // Fewer SMs than the device has (MPS, a green context): half the blocks, each measuring more
+        // parts, for this launch and the later ones.
+        if (launched != cudaErrorCooperativeLaunchTooLarge || blocks == 1) {
+          SKINNY_CUDA_TRY(launched);
+          break;
+        }
+        (void)cudaGetLastError();
+        blocks = (blocks + 1) / 2;
       }
-      (void)cudaGetLastError();
-      blocks = (blocks + 1) / 2;
+      if (progress) {
+        SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+        progress(InitProgress{"k-means|| reduction", last, k, m, ms_since(start)});
+      }
     }
   };
-  const auto launch_steps = [&](std::int64_t first_step, std::int64_t last_step) {
-    if (trials <= 1) launch(std::integral_constant<int, 1>{}, first_step, last_step);
-    else if (trials <= 2) launch(std::integral_constant<int, 2>{}, first_step, last_step);
-    else if (trials <= 4) launch(std::integral_constant<int, 4>{}, first_step, last_step);
-    else if (trials <= 8) launch(std::integral_constant<int, 8>{}, first_step, last_step);
-    else if (trials <= 16) launch(std::integral_constant<int, 16>{}, first_step, last_step);
-    else launch(std::integral_constant<int, 32>{}, first_step, last_step);
-  };
-  for (std::int64_t step = 0; step < k; step += kInitProgressEvery) {
-    const std::int64_t last = std::min(k, step + kInitProgressEvery);
-    launch_steps(step, last);
-    if (progress) {
-      SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-      progress(InitProgress{"k-means|| reduction", last, k, m, ms_since(start)});
-    }
-  }
+  if (trials <= 1) run(std::integral_constant<int, 1>{});
+  else if (trials <= 2) run(std::integral_constant<int, 2>{});
+  else if (trials <= 4) run(std::integral_constant<int, 4>{});
+  else if (trials <= 8) run(std::integral_constant<int, 8>{});
+  else if (trials <= 16) run(std::integral_constant<int, 16>{});
+  else run(std::integral_constant<int, 32>{});
 }
 
 /// Weighted sampling without replacement of k of the m candidates, probability proportional to weight
@@ -719,8 +746,8 @@ void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t
 
   // Per point: squared distance to the nearest candidate and its index; that of this round's.
   DeviceBuffer<T> d2(N), new_dist(N);
-  HalfSampling half;
-  if constexpr (std::is_same_v<T, float>) half = half_sampling_copy(x, n, d, stream);
+  SamplingRows sampling;
+  if constexpr (std::is_same_v<T, float>) sampling = sampling_rows(x, n, d, stream);
   DeviceBuffer<std::int32_t> label(N), new_label(N);
   DeviceBuffer<unsigned char> is_candidate(N);
   DeviceBuffer<std::int64_t> cand_idx(N);  // candidates' point indices, in the order they were sampled
@@ -740,7 +767,7 @@ void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t
     T* rows = cand.data() + m * d;
     gather_rows(x, d, cand_idx.data() + m, added, rows, stream);
     row_sq_norms(rows, added, d, cnorm.data(), stream);
-    nearest_centres(ctx, x, n, d, xnorm, rows, added, cnorm.data(), half, new_label.data(), new_dist.data());
+    nearest_centres(ctx, x, n, d, xnorm, rows, added, cnorm.data(), sampling, new_label.data(), new_dist.data());
     merge_nearest_kernel<<<grid_for(n), kThreads, 0, stream>>>(new_label.data(), new_dist.data(), n, m, m == 0,
                                                                d2.data(), label.data());
     SKINNY_CHECK_LAUNCH();

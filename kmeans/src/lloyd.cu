@@ -35,7 +35,7 @@ T* placeholder() {  // a non-null pointer for can_implement, which checks shapes
 }
 
 /// Leading dimension of 16-bit rows widened to float: a multiple of 4, for the fused kernel's 16-byte copies.
-std::int64_t padded_row(std::int64_t d) { return (d + 3) / 4 * 4; }
+std::int64_t padded_row(std::int64_t d) { return detail::nearest_row<float>(d); }
 
 /// Rows of 16-bit X widened per assignment chunk: a float buffer of at most kWideBytes (L2-sized where d
 /// allows), and at least kWideMinRows rows so that the fused kernel still fills the GPU.
@@ -123,17 +123,10 @@ bool fits_in_free_memory(std::size_t bytes) {
   return available > 0 && bytes <= available;
 }
 
-/// Leading dimension of X's rows as gemm::nearest reads them in their own type: whole 16-byte copies.
-template <class T>
-std::int64_t nearest_row(std::int64_t d) {
-  constexpr std::int64_t per_copy = 16 / static_cast<std::int64_t>(sizeof(T));
-  return (d + per_copy - 1) / per_copy * per_copy;
-}
-
 /// Whether X's own rows are whole, aligned 16-byte copies (otherwise fit reads a padded copy of X).
 template <class T>
 bool rows_fit_nearest(const T* x, std::int64_t d) {
-  return nearest_row<T>(d) == d && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  return detail::nearest_row<T>(d) == d && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
 }
 
 /// Whether gemm::nearest can run the n x d points: in their own type (`native`: float or 16-bit, rows padded
@@ -143,7 +136,7 @@ bool nearest_runs(const Context& ctx, std::int64_t n, std::int64_t d, std::int64
   gemm::NearestArguments a;
   a.x = placeholder<float>();
   a.x_type = native ? element_of<T>() : gemm::Element::f32;
-  a.ldx = native ? nearest_row<T>(d) : padded_row(d);
+  a.ldx = native ? detail::nearest_row<T>(d) : padded_row(d);
   a.n = n;
   a.d = d;
   a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
@@ -159,7 +152,7 @@ bool nearest_reads_natively(const Context& ctx, const T* x, std::int64_t n, std:
                             bool copy_allowed) {
   if (!nearest_runs<T>(ctx, n, d, k, true)) return false;
   return rows_fit_nearest(x, d) ||
-         (copy_allowed && fits_in_free_memory(static_cast<std::size_t>(n * nearest_row<T>(d)) * sizeof(T)));
+         (copy_allowed && fits_in_free_memory(static_cast<std::size_t>(n * detail::nearest_row<T>(d)) * sizeof(T)));
 }
 
 /// The fewest float clusters for which Algo::automatic takes the fused kernel (route_rules.hpp), in a fit
@@ -284,7 +277,7 @@ struct Assigner {
     const bool tf32 = rounds_to_tf32();  // asks gemm::choose once: the chunks and the check's bound follow it
     ldn = d;
     if (native() && !few && !rows_fit_nearest(x, d)) {
-      ldn = nearest_row<T>(d);
+      ldn = detail::nearest_row<T>(d);
       padded = DeviceBuffer<T>(static_cast<std::size_t>(n * ldn));
       SKINNY_CUDA_TRY(cudaMemsetAsync(padded.data(), 0, padded.size() * sizeof(T), c.stream()));
       SKINNY_CUDA_TRY(cudaMemcpy2DAsync(padded.data(), ldn * sizeof(T), x, d * sizeof(T), d * sizeof(T),

@@ -1,6 +1,6 @@
 // k-means|| on the GPU: fit from it recovers blobs in float and double at odd shapes (through
 // gemm::nearest and through the GEMM fallback), also with values outside the range of the sampling rounds'
-// half copy of X; the same seed gives the same centroids, k = n and too few candidates (the top-up) give k
+// half copy of X (TF32 on X or on a padded copy); the same seed gives the same centroids, k = n and too few candidates (the top-up) give k
 // distinct points, its potential is close to k-means++'s, both reductions run at large k, Init::automatic
 // keeps k-means++ for few clusters, progress is reported, and bad parameters are refused.
 #include <skinny/gemm/device_buffer.hpp>
@@ -97,8 +97,8 @@ void recovers_blobs(std::int64_t n, std::int64_t d, int k, std::uint64_t seed) {
 }
 
 TEST_F(KmeansParallelGpu, FitFromItRecoversBlobs) {
-  // d = 7 and 33: float through the GEMM fallback (rows not 16-byte multiples); d = 16 and 128: through
-  // gemm::nearest (the sampling rounds on a half copy of X). Double always through the GEMM.
+  // Float through gemm::nearest, the sampling rounds on a half copy of X: rows padded to 16-byte copies
+  // (d = 7 and 33) or whole (d = 16 and 128). Double always through the GEMM.
   for (const auto [n, d, k] : {std::tuple<std::int64_t, std::int64_t, int>{1000, 7, 17}, {2003, 33, 64},
                                {1027, 128, 16}, {3001, 16, 100}}) {
     recovers_blobs<float>(n, d, k, 5);
@@ -107,12 +107,13 @@ TEST_F(KmeansParallelGpu, FitFromItRecoversBlobs) {
 }
 
 /// Data whose largest |x| is outside the half copy's range (~10^5 above it, ~10^-6 below it, among half's
-/// subnormals): the sampling rounds read X itself, and the blobs still come back.
-TEST_F(KmeansParallelGpu, ValuesOutsideTheHalfCopysRangeSampleOnX) {
+/// subnormals): the sampling rounds read X itself in TF32 (d = 16) or a float copy with rows padded to
+/// 16-byte copies (d = 7), and the blobs still come back.
+TEST_F(KmeansParallelGpu, ValuesOutsideTheHalfCopysRangeSampleInTf32) {
   Context& ctx = shared_context();
-  const std::int64_t n = 3001, d = 16;
+  const std::int64_t n = 3001;
   const int k = 20;
-  for (const double scale : {1e4, 1e-7}) {
+  for (const auto [d, scale] : {std::tuple<std::int64_t, double>{16, 1e4}, {16, 1e-7}, {7, 1e4}, {7, 1e-7}}) {
     DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
     const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 21, 0.2 * scale, 10.0 * scale);
     Params p;
@@ -120,7 +121,7 @@ TEST_F(KmeansParallelGpu, ValuesOutsideTheHalfCopysRangeSampleOnX) {
     p.seed = 3;
     p.init = Init::kmeans_parallel;
     EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fit<float>(ctx, x.data(), n, d, p).labels))
-        << "scale " << scale;
+        << "d " << d << ", scale " << scale;
   }
 }
 
