@@ -37,7 +37,7 @@ using Weights = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device:
 /// fit's arguments, as the Python layer passes them (already checked there; C++ checks them again).
 struct FitArgs {
   int k = 8;
-  std::string init;  ///< "k-means++", "k-means||", "random" or "given"
+  std::string init;  ///< "auto", "k-means++", "k-means||", "random" or "given"
   std::optional<Matrix> init_centroids;
   int max_iter = 300;
   double tol = 1e-4;
@@ -63,11 +63,12 @@ gemm::Math math_from_name(const std::string& name) {
 }
 
 kmeans::Init init_from_name(const std::string& name) {
+  if (name == "auto") return kmeans::Init::automatic;
   if (name == "k-means++") return kmeans::Init::kmeans_plus_plus;
   if (name == "k-means||") return kmeans::Init::kmeans_parallel;
   if (name == "random") return kmeans::Init::random;
   if (name == "given") return kmeans::Init::given;
-  throw std::invalid_argument("unknown init '" + name + "' (valid: k-means++, k-means||, random, given)");
+  throw std::invalid_argument("unknown init '" + name + "' (valid: auto, k-means++, k-means||, random, given)");
 }
 
 /// The stream report as a dict (the Python layer's stream_report_).

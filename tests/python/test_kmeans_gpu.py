@@ -97,6 +97,16 @@ def test_library_initialisations_find_separated_blobs(init):
     np.testing.assert_array_equal(km.labels_, again.labels_)  # deterministic from random_state
 
 
+@pytest.mark.parametrize("k, resolved, other", [(8, "k-means++", "k-means||"), (64, "k-means||", "k-means++")])
+def test_auto_init_is_kmeans_plus_plus_below_64_clusters_and_kmeans_parallel_from_64(k, resolved, other):
+    X, _ = sklearn_datasets.make_blobs(n_samples=4000, centers=k, n_features=8, random_state=3)
+    X = X.astype(np.float32)
+    fit = lambda **init: skinny.KMeans(k, random_state=0, max_iter=1, **init).fit(X).cluster_centers_
+    auto = fit()  # the default
+    np.testing.assert_array_equal(auto, fit(init=resolved))
+    assert not np.array_equal(auto, fit(init=other))  # the two seedings differ, so the first check means something
+
+
 def test_kmeans_parallel_options_reach_the_library():
     X, truth = sklearn_datasets.make_blobs(n_samples=3000, centers=40, n_features=8, random_state=3)
     X = X.astype(np.float32)

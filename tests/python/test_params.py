@@ -16,7 +16,7 @@ PARAMS = {"n_clusters", "init", "n_init", "max_iter", "tol", "random_state", "ba
 def test_defaults():
     p = skinny.KMeans().get_params()
     assert set(p) == PARAMS
-    assert p == {"n_clusters": 8, "init": "k-means++", "n_init": 1, "max_iter": 300, "tol": 1e-4,
+    assert p == {"n_clusters": 8, "init": "auto", "n_init": 1, "max_iter": 300, "tol": 1e-4,
                  "random_state": None, "backend": "auto", "column_copy": True, "math": "exact",
                  "stop_when_stable": True, "max_gpu_memory": None, "verbose": False, "devices": None,
                  "protect": False, "oversampling_factor": 2.0, "init_rounds": 5}

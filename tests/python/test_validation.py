@@ -87,7 +87,7 @@ def test_bad_parameters(params):
         skinny.KMeans(**{"n_clusters": 2, **params}).fit(X)
 
 
-@pytest.mark.parametrize("init", ["k-means++", "k-means||", "random"])
+@pytest.mark.parametrize("init", ["auto", "k-means++", "k-means||", "random"])
 def test_library_initialisations_pass_the_checks(init):
     skinny.KMeans(2, init=init)._check_params()  # raises ValueError for an unknown name ("kmeans||" above)
 
@@ -184,7 +184,7 @@ def test_library_errors_translate_to_python_exceptions():
         skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, 1, 1, "bogus", True, True, "exact", None, None)
     with pytest.raises(ValueError, match="unknown math 'tf32'"):
         skinny._skinny.kmeans_fit(X, 2, "random", None, 10, 0.0, 1, 1, "auto", True, True, "tf32", None, None)
-    with pytest.raises(ValueError, match=r"unknown init 'kmeans\|\|' \(valid: k-means\+\+, k-means\|\|, random"):
+    with pytest.raises(ValueError, match=r"unknown init 'kmeans\|\|' \(valid: auto, k-means\+\+, k-means\|\|, random"):
         skinny._skinny.kmeans_fit(X, 2, "kmeans||", None, 10, 0.0, 1, 1, "auto", True, True, "exact", None, None)
 
 
