@@ -1,6 +1,7 @@
 // k-means|| on the GPU: fit from it recovers blobs in float and double at odd shapes (through
 // gemm::nearest and through the GEMM fallback), also with values outside the range of the sampling rounds'
-// half copy of X (TF32 on X or on a padded copy); the same seed gives the same centroids, k = n and too few candidates (the top-up) give k
+// half copy of X (TF32 on X or on a padded copy), rows padded to 16-byte copies sample as rows with a zero
+// column appended; the same seed gives the same centroids, k = n and too few candidates (the top-up) give k
 // distinct points, its potential is close to k-means++'s, both reductions run at large k, Init::automatic
 // keeps k-means++ for few clusters, progress is reported, and bad parameters are refused.
 #include <skinny/gemm/device_buffer.hpp>
@@ -122,6 +123,32 @@ TEST_F(KmeansParallelGpu, ValuesOutsideTheHalfCopysRangeSampleInTf32) {
     p.init = Init::kmeans_parallel;
     EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, fit<float>(ctx, x.data(), n, d, p).labels))
         << "d " << d << ", scale " << scale;
+  }
+}
+
+/// Rows that are not whole 16-byte copies (d = 7) sample on a copy padded with zeros: the centres are
+/// the bits those of the same points with a zero column appended give (d = 8, whole rows, no padding),
+/// through the half copy (values within its range) and through TF32 on a padded float copy (values above
+/// it). A distance GEMM for d = 7, as before, would have drawn other candidates.
+TEST_F(KmeansParallelGpu, PaddedRowsSampleAsRowsWithAZeroColumnAppended) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 4000, d = 7, k = 64;
+  for (const double scale : {1.0, 1e5}) {
+    DeviceBuffer<float> narrow(static_cast<std::size_t>(n * d));
+    make_blobs<float>(ctx, narrow.data(), n, d, 40, 9, 0.5 * scale, 10.0 * scale);
+    const std::vector<float> rows = narrow.to_host();
+    std::vector<float> appended(static_cast<std::size_t>(n * (d + 1)), 0.0f);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t p = 0; p < d; ++p) appended[std::size_t(i * (d + 1) + p)] = rows[std::size_t(i * d + p)];
+    const DeviceBuffer<float> wide(appended);
+    const std::vector<float> a = initial(narrow, n, d, k, 5, Init::kmeans_parallel);
+    const std::vector<float> b = initial(wide, n, d + 1, k, 5, Init::kmeans_parallel);
+    std::vector<float> b_narrowed;
+    for (std::int64_t j = 0; j < k; ++j) {
+      EXPECT_EQ(0.0f, b[std::size_t(j * (d + 1) + d)]) << "centre " << j << ", scale " << scale;
+      for (std::int64_t p = 0; p < d; ++p) b_narrowed.push_back(b[std::size_t(j * (d + 1) + p)]);
+    }
+    EXPECT_EQ(a, b_narrowed) << "scale " << scale;
   }
 }
 
