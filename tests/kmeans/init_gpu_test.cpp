@@ -129,7 +129,7 @@ TEST_F(KmeansParallelGpu, ValuesOutsideTheHalfCopysRangeSampleInTf32) {
 /// Rows that are not whole 16-byte copies (d = 7) sample on a copy padded with zeros: the centres are
 /// the bits those of the same points with a zero column appended give (d = 8, whole rows, no padding),
 /// through the half copy (values within its range) and through TF32 on a padded float copy (values above
-/// it). A distance GEMM for d = 7, as before, would have drawn other candidates.
+/// it): the padding changes nothing.
 TEST_F(KmeansParallelGpu, PaddedRowsSampleAsRowsWithAZeroColumnAppended) {
   Context& ctx = shared_context();
   const std::int64_t n = 4000, d = 7, k = 64;
