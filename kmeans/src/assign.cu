@@ -14,7 +14,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 namespace skinny::kmeans::detail {
 namespace {
@@ -75,6 +77,26 @@ __global__ void label_sq_distances_kernel(const T* __restrict__ x, std::int64_t 
   if (lane == 0) out[row] = static_cast<C>(s);
 }
 
+/// The warp's minimum of the lanes' (best, best_j) (the lowest column among equal values; INT_MAX: the
+/// lane saw no column), written for point `row` by lane 0; counts += 1 for it unless counts is null.
+template <class T>
+__device__ __forceinline__ void finish_argmin_row(T best, int best_j, std::int64_t row, std::int32_t* __restrict__ labels,
+                                                  T* __restrict__ mindist, int* counts, int lane) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const T other = __shfl_xor_sync(0xffffffffu, best, off);
+    const int other_j = __shfl_xor_sync(0xffffffffu, best_j, off);
+    if (other_j != INT_MAX && (best_j == INT_MAX || other < best || (other == best && other_j < best_j))) {
+      best = other;
+      best_j = other_j;
+    }
+  }
+  if (lane == 0) {
+    labels[row] = best_j;
+    mindist[row] = best > T(0) ? best : T(0);
+    if (counts) atomicAdd(counts + best_j, 1);
+  }
+}
+
 /// One warp: the nearest centroid of point `row`, whose k cross terms start at g + row * ldg; counts
 /// += 1 for it unless counts is null.
 template <class T>
@@ -93,19 +115,48 @@ __device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t
       best_j = static_cast<int>(j);
     }
   }
-  for (int off = 16; off > 0; off >>= 1) {
-    const T other = __shfl_xor_sync(0xffffffffu, best, off);
-    const int other_j = __shfl_xor_sync(0xffffffffu, best_j, off);
-    if (other_j != INT_MAX && (best_j == INT_MAX || other < best || (other == best && other_j < best_j))) {
-      best = other;
-      best_j = other_j;
+  finish_argmin_row(best, best_j, row, labels, mindist, counts, lane);
+}
+
+/// argmin_row for rows of whole 16-byte vectors (k sizeof(T) a multiple of 16, g 16-byte aligned): each
+/// lane reads a vector of consecutive terms at a time, two in flight, so that a warp keeps 1 KB of loads
+/// in flight instead of 128 bytes (the scalar loop read 1M x 8192 float terms at 2.1 TB/s on an H200).
+/// Each lane still sees its columns in increasing order, and the warp takes the lowest column among equal
+/// minima: the same label and distance.
+template <class T>
+__device__ __forceinline__ void argmin_row_vectors(const T* __restrict__ g, std::int64_t row, std::int64_t k,
+                                                   const T* __restrict__ xnorm, const T* __restrict__ cnorm,
+                                                   std::int32_t* __restrict__ labels, T* __restrict__ mindist,
+                                                   int* counts, int lane) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "16-byte vectors of float or double");
+  using V = std::conditional_t<std::is_same_v<T, float>, float4, double2>;
+  constexpr int kPer = sizeof(V) / sizeof(T);
+  const T xn = xnorm[row];
+  const V* gr = reinterpret_cast<const V*>(g + row * k);
+  const V* cn = reinterpret_cast<const V*>(cnorm);
+  const std::int64_t vectors = k / kPer;
+  T best = T(0);
+  int best_j = INT_MAX;
+  const auto consider = [&](const V& gv, const V& cv, std::int64_t v) {
+    const T* gs = reinterpret_cast<const T*>(&gv);
+    const T* cs = reinterpret_cast<const T*>(&cv);
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const T dist = xn + cs[e] - T(2) * gs[e];
+      if (best_j == INT_MAX || dist < best) {
+        best = dist;
+        best_j = static_cast<int>(v * kPer + e);
+      }
     }
+  };
+  std::int64_t v = lane;
+  for (; v + 32 < vectors; v += 64) {
+    const V g0 = gr[v], g1 = gr[v + 32], c0 = cn[v], c1 = cn[v + 32];
+    consider(g0, c0, v);
+    consider(g1, c1, v + 32);
   }
-  if (lane == 0) {
-    labels[row] = best_j;
-    mindist[row] = best > T(0) ? best : T(0);
-    if (counts) atomicAdd(counts + best_j, 1);
-  }
+  if (v < vectors) consider(gr[v], cn[v], v);
+  finish_argmin_row(best, best_j, row, labels, mindist, counts, lane);
 }
 
 /// A checksum test's outcome, |difference| / bound: a failure adds 1 to *failures, a pass raises *max_ratio
@@ -150,9 +201,15 @@ __global__ void __launch_bounds__(kThreads) argmin_kernel(const T* __restrict__ 
   zero_block_counts(block_counts, k);
   const int lane = threadIdx.x % 32;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  int* to = k <= kSharedCounts ? block_counts : counts;
+  const bool vectors = k * std::int64_t(sizeof(T)) % 16 == 0 && reinterpret_cast<std::uintptr_t>(g) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(cnorm) % 16 == 0;
   for (std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
        row += warps) {
-    argmin_row(g, k, row, k, xnorm, cnorm, labels, mindist, k <= kSharedCounts ? block_counts : counts, lane);
+    if (vectors)
+      argmin_row_vectors(g, row, k, xnorm, cnorm, labels, mindist, to, lane);
+    else
+      argmin_row(g, k, row, k, xnorm, cnorm, labels, mindist, to, lane);
   }
   flush_block_counts(block_counts, k, counts);
 }

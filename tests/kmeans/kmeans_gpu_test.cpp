@@ -14,10 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace skinny::kmeans {
@@ -104,6 +106,52 @@ TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
       matches_reference<float>(n, d, k, backend, 1e-5);
       matches_reference<double>(n, d, k, backend, 1e-12);
     }
+}
+
+/// The argmin over GEMM cross terms (k > 32: a warp a point, 16-byte vectors of terms where rows are whole
+/// vectors) against the host, on small integer terms, where every distance is exact and ties are common:
+/// the same labels (the lowest column among equal distances), distances and counts, for k that are and
+/// are not whole vectors.
+template <class T>
+void argmin_matches_the_host(std::int64_t rows, std::int64_t k) {
+  std::vector<T> g(static_cast<std::size_t>(rows * k)), xnorm(static_cast<std::size_t>(rows)), cnorm(static_cast<std::size_t>(k));
+  std::uint64_t state = 12345 + static_cast<std::uint64_t>(k);
+  const auto small = [&](int range) {  // integers in [0, range)
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return T(static_cast<int>((state >> 33) % static_cast<std::uint64_t>(range)));
+  };
+  for (T& v : g) v = small(64);
+  for (T& v : xnorm) v = T(200) + small(50);
+  for (T& v : cnorm) v = small(64);
+  std::vector<std::int32_t> want_labels(static_cast<std::size_t>(rows));
+  std::vector<T> want_dist(static_cast<std::size_t>(rows));
+  std::vector<int> want_counts(static_cast<std::size_t>(k), 0);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    std::int64_t best = 0;
+    for (std::int64_t j = 1; j < k; ++j)  // exact in T: integers far below 2^24
+      if (cnorm[j] - 2 * g[i * k + j] < cnorm[best] - 2 * g[i * k + best]) best = j;
+    want_labels[i] = static_cast<std::int32_t>(best);
+    want_dist[i] = std::max(T(0), xnorm[i] + cnorm[best] - 2 * g[i * k + best]);
+    ++want_counts[best];
+  }
+  const DeviceBuffer<T> dg(g), dx(xnorm), dc(cnorm);
+  DeviceBuffer<std::int32_t> labels(static_cast<std::size_t>(rows));
+  DeviceBuffer<T> dist(static_cast<std::size_t>(rows));
+  DeviceBuffer<int> counts(std::vector<int>(static_cast<std::size_t>(k), 0));
+  labels.copy_from(std::vector<std::int32_t>(static_cast<std::size_t>(rows), -7));  // poisoned
+  detail::argmin(dg.data(), rows, k, dx.data(), dc.data(), labels.data(), dist.data(), counts.data(), nullptr);
+  const std::string where = "rows=" + std::to_string(rows) + " k=" + std::to_string(k) + (sizeof(T) == 4 ? " float" : " double");
+  EXPECT_EQ(want_labels, labels.to_host()) << where;
+  EXPECT_EQ(want_dist, dist.to_host()) << where;
+  EXPECT_EQ(want_counts, counts.to_host()) << where;
+}
+
+TEST_F(KmeansGpu, ArgminOverManyCentresMatchesTheHostWithTies) {
+  for (const auto [rows, k] : {std::pair<std::int64_t, std::int64_t>{1000, 33}, {1000, 129}, {1000, 130}, {1001, 256},
+                               {517, 1000}, {300, 8192}, {17, 8195}}) {
+    argmin_matches_the_host<float>(rows, k);
+    argmin_matches_the_host<double>(rows, k);
+  }
 }
 
 /// Enough points for the column-major copy of X: the distances read it (or not, when asked), and the
