@@ -80,8 +80,9 @@ __global__ void label_sq_distances_kernel(const T* __restrict__ x, std::int64_t 
 /// The warp's minimum of the lanes' (best, best_j) (the lowest column among equal values; INT_MAX: the
 /// lane saw no column), written for point `row` by lane 0; counts += 1 for it unless counts is null.
 template <class T>
-__device__ __forceinline__ void finish_argmin_row(T best, int best_j, std::int64_t row, std::int32_t* __restrict__ labels,
-                                                  T* __restrict__ mindist, int* counts, int lane) {
+__device__ __forceinline__ void finish_argmin_row(T best, int best_j, std::int64_t row,
+                                                  std::int32_t* __restrict__ labels, T* __restrict__ mindist,
+                                                  int* counts, int lane) {
   for (int off = 16; off > 0; off >>= 1) {
     const T other = __shfl_xor_sync(0xffffffffu, best, off);
     const int other_j = __shfl_xor_sync(0xffffffffu, best_j, off);
@@ -118,9 +119,10 @@ __device__ __forceinline__ void argmin_row(const T* __restrict__ g, std::int64_t
   finish_argmin_row(best, best_j, row, labels, mindist, counts, lane);
 }
 
-/// argmin_row for rows of whole 16-byte vectors (k sizeof(T) a multiple of 16, g 16-byte aligned): each
-/// lane reads a vector of consecutive terms at a time, two in flight, so that a warp keeps 1 KB of loads
-/// in flight instead of 128 bytes (the scalar loop read 1M x 8192 float terms at 2.1 TB/s on an H200).
+/// argmin_row for rows of whole 16-byte vectors (k sizeof(T) a multiple of 16, g and cnorm 16-byte
+/// aligned): each lane reads a vector of consecutive terms at a time, two in flight, so that a warp keeps
+/// 1 KB of loads in flight instead of 128 bytes (the scalar loop read 1M x 8192 float terms at 2.1 TB/s
+/// on an H200).
 /// Each lane still sees its columns in increasing order, and the warp takes the lowest column among equal
 /// minima: the same label and distance.
 template <class T>

@@ -665,7 +665,8 @@ void greedy_reduce(const T* cand, std::int64_t m, std::int64_t d, const int* w, 
     constexpr int kTrials = decltype(trials_bucket)::value;
     const int ranges = ranges_per_block<T, kTrials>(slices);
     const std::int64_t parts = (r.count + ranges - 1) / ranges;
-    const auto kernel = slices < kWarps ? greedy_steps_kernel<T, kTrials, true> : greedy_steps_kernel<T, kTrials, false>;
+    const auto kernel = slices < kWarps ? greedy_steps_kernel<T, kTrials, true>
+                                        : greedy_steps_kernel<T, kTrials, false>;
     const std::size_t smem = r.groups <= kStagedGroups ? static_cast<std::size_t>(r.groups) * sizeof(double) : 0;
     SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int per_sm = 0;

@@ -114,7 +114,8 @@ TEST_F(KmeansGpu, MatchesTheCpuReferenceFromTheSameCentroids) {
 /// are not whole vectors.
 template <class T>
 void argmin_matches_the_host(std::int64_t rows, std::int64_t k) {
-  std::vector<T> g(static_cast<std::size_t>(rows * k)), xnorm(static_cast<std::size_t>(rows)), cnorm(static_cast<std::size_t>(k));
+  std::vector<T> g(static_cast<std::size_t>(rows * k)), xnorm(static_cast<std::size_t>(rows));
+  std::vector<T> cnorm(static_cast<std::size_t>(k));
   std::uint64_t state = 12345 + static_cast<std::uint64_t>(k);
   const auto small = [&](int range) {  // integers in [0, range)
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -140,7 +141,8 @@ void argmin_matches_the_host(std::int64_t rows, std::int64_t k) {
   DeviceBuffer<int> counts(std::vector<int>(static_cast<std::size_t>(k), 0));
   labels.copy_from(std::vector<std::int32_t>(static_cast<std::size_t>(rows), -7));  // poisoned
   detail::argmin(dg.data(), rows, k, dx.data(), dc.data(), labels.data(), dist.data(), counts.data(), nullptr);
-  const std::string where = "rows=" + std::to_string(rows) + " k=" + std::to_string(k) + (sizeof(T) == 4 ? " float" : " double");
+  const std::string where =
+      "rows=" + std::to_string(rows) + " k=" + std::to_string(k) + (sizeof(T) == 4 ? " float" : " double");
   EXPECT_EQ(want_labels, labels.to_host()) << where;
   EXPECT_EQ(want_dist, dist.to_host()) << where;
   EXPECT_EQ(want_counts, counts.to_host()) << where;
