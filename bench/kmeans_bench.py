@@ -48,8 +48,10 @@ values on purpose: flash-kmeans keeps ||x||^2 in the input dtype, which overflow
 
 Shapes whose estimated time per implementation passes --impl-seconds run fewer iterations (at least
 --min-iters); the JSON row says how many. JSON (rewritten after every shape): {"benchmark", "date", "meta",
-"rows": [{n, d, k, dtype, mode, impl, ms_per_iter, inertia, status, reason, iters, ...}]}; status is ok,
-skipped, error or oom. Figures: python3 bench/plot_kmeans.py OUT.json. How to run it on the GPU machine:
+"rows": [{n, d, k, dtype, mode, impl, ms_per_iter, inertia, status, reason, iters, ...}], "targets"}; status
+is ok, skipped, error or oom. "targets" (at the end, also printed): issue 20's criteria over the shapes
+where skinny's two modes and flash-kmeans ran (fast <= 0.6x and exact <= 0.9x flash-kmeans's time, the
+geometric means, fast inertia within 1e-5 of exact) and the runs slower than the PyTorch Lloyd. Figures: python3 bench/plot_kmeans.py OUT.json. How to run it on the GPU machine:
 bench/README-kmeans.md.
 
 A grid longer than one sitting: --resume EARLIER.json carries over the shapes that an earlier run of the same
@@ -711,6 +713,51 @@ def add_ratios(rows: list) -> None:
                 r[f"ratio_vs_{impl}"] = r["ms_per_iter"] / other["ms_per_iter"]
 
 
+def grid_targets(rows: list) -> dict:
+    """Issue 20's grid criteria over every shape where skinny's two modes and flash-kmeans all ran: skinny's
+    time against flash-kmeans's (fast <= 0.6x, exact <= 0.9x, fast's geometric mean <= 0.5x), the runs
+    slower than the PyTorch Lloyd, and fast mode's inertia within 1e-5 (relative) of exact mode's."""
+    shapes = {}
+    for r in rows:
+        if r["status"] == "ok":
+            shapes.setdefault((r["n"], r["d"], r["k"], r["dtype"]), {})[(r["impl"], r["mode"])] = r
+    t = {"shapes": 0, "fast_within_0.6": 0, "exact_within_0.9": 0, "fast_geomean": None, "exact_geomean": None,
+         "slower_than_torch": [], "inertia_within_1e-5": 0}
+    logs = {"fast": [], "exact": []}
+    for (n, d, k, dtype), runs in sorted(shapes.items()):
+        for mode in ("fast", "exact"):
+            mine = runs.get(("skinny", mode))
+            torch_run = runs.get(("torch", mode)) or runs.get(("torch", "any"))
+            if mine and torch_run and mine["ms_per_iter"] > torch_run["ms_per_iter"]:
+                t["slower_than_torch"].append({"n": n, "d": d, "k": k, "dtype": dtype, "mode": mode,
+                                               "ratio": mine["ms_per_iter"] / torch_run["ms_per_iter"]})
+        fast, exact = runs.get(("skinny", "fast")), runs.get(("skinny", "exact"))
+        flash = next((r for (impl, _), r in runs.items() if impl == "flash"), None)
+        if not (fast and exact and flash):
+            continue
+        t["shapes"] += 1
+        t["fast_within_0.6"] += fast["ms_per_iter"] <= 0.6 * flash["ms_per_iter"]
+        t["exact_within_0.9"] += exact["ms_per_iter"] <= 0.9 * flash["ms_per_iter"]
+        logs["fast"].append(math.log(fast["ms_per_iter"] / flash["ms_per_iter"]))
+        logs["exact"].append(math.log(exact["ms_per_iter"] / flash["ms_per_iter"]))
+        t["inertia_within_1e-5"] += abs(fast["inertia"] - exact["inertia"]) <= 1e-5 * abs(exact["inertia"])
+    for mode, values in logs.items():
+        if values:
+            t[f"{mode}_geomean"] = math.exp(sum(values) / len(values))
+    return t
+
+
+def print_targets(t: dict) -> None:
+    if not t["shapes"]:
+        return
+    print(f"targets (issue 20) over {t['shapes']} shapes: fast <= 0.6x flash-kmeans on {t['fast_within_0.6']}, "
+          f"exact <= 0.9x on {t['exact_within_0.9']}; geometric mean fast {t['fast_geomean']:.3f}, exact "
+          f"{t['exact_geomean']:.3f}; fast inertia within 1e-5 of exact on {t['inertia_within_1e-5']}")
+    slower = ", ".join(f"{s['dtype']} d={s['d']} k={s['k']} {s['mode']} ({s['ratio']:.2f}x)"
+                       for s in t["slower_than_torch"])
+    print(f"targets (issue 20): slower than the PyTorch Lloyd: {slower or 'none'}")
+
+
 def print_shape(rows: list) -> None:
     print(f"  {'impl':7} {'mode':6} {'ms/iter':>10} {'min':>9} {'inertia (fp64)':>16}  note")
     for r in rows:
@@ -817,6 +864,7 @@ def run_benchmark(args) -> int:
         doc["rows"] += shape_rows
         write_json(args.json, doc)
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
+    doc["targets"] = grid_targets(doc["rows"])
     write_json(args.json, doc)
     ok = sum(r["status"] == "ok" for r in doc["rows"])
     skipped = sum(r["status"] == "skipped" for r in doc["rows"])
@@ -828,6 +876,7 @@ def run_benchmark(args) -> int:
         geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
         print(f"summary: skinny/flash-kmeans time ratio over {len(ratios)} runs: geometric mean {geo:.2f}, "
               f"min {min(ratios):.2f}, max {max(ratios):.2f} (below 1: skinny faster)")
+    print_targets(doc["targets"])
     return 1 if failures else 0
 
 
