@@ -90,6 +90,17 @@ std::int64_t nearest_row(std::int64_t d) {
   return (d + per_copy - 1) / per_copy * per_copy;
 }
 
+/// A copy of the n x d row-major x (device) with rows of ld >= d values, zeros past d (queued on stream):
+/// rows as gemm::nearest reads them (nearest_row), where x's own are not.
+template <class T>
+DeviceBuffer<T> padded_rows(const T* x, std::int64_t n, std::int64_t d, std::int64_t ld, cudaStream_t stream) {
+  DeviceBuffer<T> out(static_cast<std::size_t>(n * ld));
+  SKINNY_CUDA_TRY(cudaMemsetAsync(out.data(), 0, out.bytes(), stream));
+  SKINNY_CUDA_TRY(cudaMemcpy2DAsync(out.data(), ld * sizeof(T), x, d * sizeof(T), d * sizeof(T),
+                                    static_cast<std::size_t>(n), cudaMemcpyDeviceToDevice, stream));
+  return out;
+}
+
 /// Device memory the library may still take: the free memory less a headroom for the CUDA context's and the
 /// libraries' own allocations (the larger of 512 MiB and 5 % of the device).
 std::size_t available_device_memory();

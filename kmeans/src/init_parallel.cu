@@ -147,11 +147,7 @@ SamplingRows sampling_rows(const float* x, std::int64_t n, std::int64_t d, cudaS
   }
   const std::int64_t ldf = nearest_row<float>(d);
   if (ldf != d && static_cast<std::size_t>(n * ldf) * sizeof(float) <= available_device_memory()) {
-    rows.padded = DeviceBuffer<float>(static_cast<std::size_t>(n * ldf));
-    SKINNY_CUDA_TRY(cudaMemsetAsync(rows.padded.data(), 0, rows.padded.bytes(), stream));
-    SKINNY_CUDA_TRY(cudaMemcpy2DAsync(rows.padded.data(), ldf * sizeof(float), x, d * sizeof(float),
-                                      d * sizeof(float), static_cast<std::size_t>(n), cudaMemcpyDeviceToDevice,
-                                      stream));
+    rows.padded = padded_rows(x, n, d, ldf, stream);
     rows.ld = ldf;
   }
   return rows;

@@ -278,10 +278,7 @@ struct Assigner {
     ldn = d;
     if (native() && !few && !rows_fit_nearest(x, d)) {
       ldn = detail::nearest_row<T>(d);
-      padded = DeviceBuffer<T>(static_cast<std::size_t>(n * ldn));
-      SKINNY_CUDA_TRY(cudaMemsetAsync(padded.data(), 0, padded.size() * sizeof(T), c.stream()));
-      SKINNY_CUDA_TRY(cudaMemcpy2DAsync(padded.data(), ldn * sizeof(T), x, d * sizeof(T), d * sizeof(T),
-                                        static_cast<std::size_t>(n), cudaMemcpyDeviceToDevice, c.stream()));
+      padded = detail::padded_rows(x, n, d, ldn, c.stream());
     }
     if (few || native()) {
       rows = n;
