@@ -1,6 +1,9 @@
 """GPU tests carry @pytest.mark.gpu and are skipped, with the reason, when no CUDA device is visible.
 The CPU tests (import, parameters, validation) always run, so a session never collects nothing."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 import skinny
@@ -23,3 +26,13 @@ def pytest_sessionfinish(session, exitstatus):
     # Exit status 5 (no tests collected) would let a broken selection pass CI unnoticed.
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def bench():
+    """bench/kmeans_bench.py as a module (it imports no torch or CUDA at the top: loads anywhere)."""
+    path = Path(__file__).resolve().parents[2] / "bench" / "kmeans_bench.py"
+    spec = importlib.util.spec_from_file_location("kmeans_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

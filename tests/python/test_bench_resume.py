@@ -1,22 +1,9 @@
 """bench/kmeans_bench.py --resume (CPU): which shapes an earlier run's JSON carries over, and the dry run's
 account of them. The module imports no torch or CUDA at the top, so this runs anywhere."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "kmeans_bench.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("kmeans_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 # The runs planned for float32 data: skinny's two modes, flash-kmeans, and the PyTorch Lloyd in both modes.
 FLOAT32_RUNS = [("skinny", "exact"), ("skinny", "fast"), ("flash", "any"), ("torch", "exact"), ("torch", "fast")]

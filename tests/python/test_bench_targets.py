@@ -1,20 +1,8 @@
 """bench/kmeans_bench.py's issue-20 targets (CPU): counted from the rows of a run, shape by shape."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "kmeans_bench.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("kmeans_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run(d, dtype, impl, mode, ms, inertia=1.0, status="ok"):
