@@ -28,11 +28,22 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture(scope="session")
-def bench():
-    """bench/kmeans_bench.py as a module (it imports no torch or CUDA at the top: loads anywhere)."""
-    path = Path(__file__).resolve().parents[2] / "bench" / "kmeans_bench.py"
-    spec = importlib.util.spec_from_file_location("kmeans_bench", path)
+def _bench_script(name: str):
+    """bench/NAME.py as a module."""
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def bench():
+    """bench/kmeans_bench.py as a module (it imports no torch or CUDA at the top: loads anywhere)."""
+    return _bench_script("kmeans_bench")
+
+
+@pytest.fixture(scope="session")
+def recheck_model():
+    """bench/exact_recheck_model.py (NumPy only) as a module."""
+    return _bench_script("exact_recheck_model")
