@@ -94,7 +94,8 @@ def model(x: np.ndarray, c: np.ndarray, dtype: str, caps: list, chunk: int = 409
     x_hat = tf32_truncated(x) if is_float else x
     c_hat = tf32_rounded(c) if is_float else rounded_to(c, dtype)
     c64, ch64 = c.astype(np.float64), c_hat.astype(np.float64)
-    c_norm = math.sqrt(float((c64 * c64).sum(1).max()))
+    c_sq = (c64 * c64).sum(1)
+    c_norm = math.sqrt(float(c_sq.max()))
     c_error = math.sqrt(float(((ch64 - c64) ** 2).sum(1).max()))
     c_rounded = c_norm * (1 + u_c) + lin * math.sqrt(d)
     cn_hat = (ch64 * ch64).sum(1)
@@ -122,7 +123,7 @@ def model(x: np.ndarray, c: np.ndarray, dtype: str, caps: list, chunk: int = 409
         rechecked += int(left.sum())
         # Near ties for three products: the exact best two within twice its error bound (nearest.cu's
         # three_product_error); the re-check among neighbours sends those to the three-product kernel.
-        exact = ((c64 * c64).sum(1))[None, :] - 2 * xs[left] @ c64.T
+        exact = c_sq[None, :] - 2 * xs[left] @ c64.T
         pair = np.partition(exact, 1, axis=1)[:, :2]
         cross = ((3 * d + 16) * 2.0 ** -23 + 2.0 ** -21) * x_norm[left] * c_norm
         three_error = 2 * (2.0 ** -19 * c_norm ** 2 + 2.0 ** -24 * 2 * x_norm[left] * c_norm + 2 * cross)
@@ -143,9 +144,8 @@ def model(x: np.ndarray, c: np.ndarray, dtype: str, caps: list, chunk: int = 409
         radius = np.zeros(k)
         np.maximum.at(radius, best, reach)
         listed = np.zeros(k, dtype=np.int64)
-        cn = (c64 * c64).sum(1)
         for b0 in range(0, k, 1024):
-            pair_sq = cn[b0:b0 + 1024, None] + cn[None, :] - 2 * c64[b0:b0 + 1024] @ c64.T
+            pair_sq = c_sq[b0:b0 + 1024, None] + c_sq[None, :] - 2 * c64[b0:b0 + 1024] @ c64.T
             listed[b0:b0 + 1024] = (np.sqrt(np.maximum(pair_sq, 0)) <= radius[b0:b0 + 1024, None]).sum(1)
         out["neighbours_median"] = float(np.median(listed[best]))
         for cap in caps:

@@ -51,8 +51,8 @@ Shapes whose estimated time per implementation passes --impl-seconds run fewer i
 "rows": [{n, d, k, dtype, mode, impl, ms_per_iter, inertia, status, reason, iters, ...}], "targets"}; status
 is ok, skipped, error or oom. "targets" (at the end, also printed): issue 20's criteria over the shapes
 where skinny's two modes and flash-kmeans ran (fast <= 0.6x and exact <= 0.9x flash-kmeans's time, the
-geometric means, fast inertia within 1e-5 of exact) and the runs slower than the PyTorch Lloyd. Figures: python3 bench/plot_kmeans.py OUT.json. How to run it on the GPU machine:
-bench/README-kmeans.md.
+geometric means, fast inertia within 1e-5 of exact) and the runs slower than the PyTorch Lloyd. Figures:
+python3 bench/plot_kmeans.py OUT.json. How to run it on the GPU machine: bench/README-kmeans.md.
 
 A grid longer than one sitting: --resume EARLIER.json carries over the shapes that an earlier run of the same
 commit finished (every planned run ok) and runs the rest, so a --time-budget run can be completed by a second
