@@ -461,7 +461,9 @@ __global__ void __launch_bounds__(kThreads) count_labels_kernel(const std::int32
 }
 
 constexpr int kSumThreads = 1024;
-constexpr std::int64_t kSumPerBlock = 1 << 16;  ///< values per block of the first pass
+/// Values per block of the first pass: eight a thread, so that the sums of an iteration (1M distances,
+/// k x d shifts) spread over many blocks instead of waiting on 64 dependent loads a thread.
+constexpr std::int64_t kSumPerBlock = 1 << 13;
 
 /// Block b: out[b] = the sum of values [b * share, (b + 1) * share), each thread over a fixed stride,
 /// then a fixed tree.

@@ -306,9 +306,12 @@ class Updater {
   /// points (x, weights (null: 1) and labels of the same `rows` points), then finish: empty clusters
   /// moved to the points farthest from their centroids (scikit-learn's rule; x, labels, mindist and
   /// weights of all n points), means and the sum of squared centroid shifts, returned. `counts_dev` are
-  /// the assignment's counts; finish waits for the stream.
+  /// the assignment's counts; finish waits for the stream. accumulate's `label_counts`, where the caller
+  /// has them: how many of these rows carry each label (the sums grouped by label need them; null: counted
+  /// here).
   void begin(cudaStream_t stream);
-  void accumulate(const T* x, const double* weights, const std::int32_t* labels, std::int64_t rows, cudaStream_t stream);
+  void accumulate(const T* x, const double* weights, const std::int32_t* labels, std::int64_t rows, cudaStream_t stream,
+                  const int* label_counts = nullptr);
   double finish(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream);
   /// Where finish() finds the points an empty cluster may take: their rows (on the device, or in host
@@ -361,9 +364,10 @@ class Updater {
   std::int64_t ranges_ = 0;  ///< row ranges of the binned sums
   bool scaled_ = false, weighted_ = false;
   double weight_scale_ = 1;
-  DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels, then sorted labels
-  DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices, then sorted by label
-  DeviceBuffer<unsigned char> sort_temp_;
+  DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels (the radix sort's), then grouped labels
+  DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices (the radix sort's), then grouped by label
+  DeviceBuffer<int> bucket_counts_, bucket_cursor_;  ///< the counting sort's counts and next positions [k]
+  DeviceBuffer<unsigned char> sort_temp_;       ///< the radix sort's or the counting sort's scan's
   std::size_t sort_temp_bytes_ = 0;
   DeviceBuffer<unsigned long long> sums_;         ///< [2][k][d]: high, then low words
   DeviceBuffer<unsigned long long> weight_sums_;  ///< [2][k]

@@ -9,8 +9,9 @@
 //    warp's lanes share a row, so its label is the same in all of them, and each lane adds its columns of
 //    the row to that cluster's sums in registers; the warps' sums meet in shared memory, then go to the
 //    global sums.
-//  * otherwise: points sorted by label (a radix sort), each block summing kPiece consecutive sorted
-//    points, one cluster's run after another, into registers.
+//  * otherwise: points grouped by label (a counting sort up to kCountingSortMaxK clusters, a radix sort
+//    above), each team of a block summing kPiece consecutive grouped points, one cluster's run after
+//    another, into registers.
 // Every way gives the same integers, however the rows were shared out.
 #include "detail.hpp"
 #include "element.cuh"
@@ -19,6 +20,7 @@
 #include <skinny/gemm/errors.hpp>
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 #include <thrust/execution_policy.h>
 #include <thrust/sequence.h>
 
@@ -238,43 +240,105 @@ __global__ void __launch_bounds__(kRegThreads, kRegBlocksPerSm)
   }
 }
 
-/// Block b (piece b / slices, column slice b % slices): adds kPiece consecutive points of the label-sorted
-/// order (gathered through perm) over N * kThreads columns; each run of one cluster is summed in registers
-/// and added to that cluster's global sums when the run ends. A piece's slices are neighbouring blocks, so
-/// a row's slices are read about together (H200, ms per update, pieces first -> slices first: 262144 x 4096,
-/// k = 16 half 0.685 -> 0.640, float 1.12 -> 1.07; k = 128 bfloat16 0.665 -> 0.63; one slice: the same).
+/// Clusters up to which the points are grouped by label with a counting sort (two k-entry arrays of
+/// counters in a block's shared memory: 32 KB); more take the radix sort.
+constexpr std::int64_t kCountingSortMaxK = 4096;
+/// Points a block of the counting sort groups (its share of the global counters' atomics: one per
+/// cluster present).
+constexpr std::int64_t kGroupPoints = 4096;
+
+/// Points grouped by label: `cursor` starts at each cluster's first position (the exclusive sums of the
+/// counts); block b reserves a run of positions in each cluster for its kGroupPoints points (one global
+/// atomic per cluster present) and places them there, perm = point index, sorted_labels = label. The
+/// order within a cluster depends on the blocks' timing; the sums that read it are exact integers, so
+/// they do not.
+__global__ void group_by_label_kernel(const std::int32_t* __restrict__ labels, std::int64_t rows, int k,
+                                      int* __restrict__ cursor, std::int32_t* __restrict__ perm,
+                                      std::int32_t* __restrict__ sorted_labels) {
+  extern __shared__ int counters[];  // [2][k]: the block's counts, then its runs' first positions
+  int* local = counters;
+  int* base = counters + k;
+  const std::int64_t p0 = static_cast<std::int64_t>(blockIdx.x) * kGroupPoints, p1 = min(rows, p0 + kGroupPoints);
+  for (int c = threadIdx.x; c < k; c += blockDim.x) local[c] = 0;
+  __syncthreads();
+  for (std::int64_t i = p0 + threadIdx.x; i < p1; i += blockDim.x) atomicAdd(local + labels[i], 1);
+  __syncthreads();
+  for (int c = threadIdx.x; c < k; c += blockDim.x) {
+    if (local[c] != 0) base[c] = atomicAdd(cursor + c, local[c]);
+    local[c] = 0;
+  }
+  __syncthreads();
+  for (std::int64_t i = p0 + threadIdx.x; i < p1; i += blockDim.x) {
+    const std::int32_t label = labels[i];
+    const int at = base[label] + atomicAdd(local + label, 1);
+    perm[at] = static_cast<std::int32_t>(i);
+    sorted_labels[at] = label;
+  }
+}
+
+/// Pieces a block of the sorted sums takes at most: rows narrower than kThreads vectors leave threads
+/// over, and they sum further pieces (teams). Four cover rows of 32 vectors (128 floats) with every
+/// thread. H200, 1M points, ms per update, one piece a block -> teams: float d = 64, k = 1024 0.22 ->
+/// 0.18 (4 teams); d = 128 0.27 -> 0.24 (4); d = 256 0.40 -> 0.37 (2); half d = 128 0.23 -> 0.17 (4).
+constexpr int kMaxTeams = 4;
+/// Shared memory of a sorted-sums block: its pieces' rows, labels and weights.
+std::size_t sorted_sums_smem(int teams) {
+  return static_cast<std::size_t>(teams) * kPiece * (2 * sizeof(std::int32_t) + sizeof(double));
+}
+
+/// Teams for rows of `vectors` vectors: as many as kThreads threads hold whole rows of (a power of two, at
+/// most kMaxTeams; 1 where a row needs a block or more).
+int sorted_teams(std::int64_t vectors) {
+  int teams = 1;
+  while (teams < kMaxTeams && std::int64_t(2 * teams) * vectors <= kThreads) teams *= 2;
+  return teams;
+}
+
+/// Block b (pieces (b / slices) T .. + T - 1 of T = `teams`, column slice b % slices): each of its teams
+/// of kThreads / T threads adds kPiece consecutive points of the label-sorted order (gathered through
+/// perm) over N * kThreads / T columns; each run of one cluster is summed in registers and added to that
+/// cluster's global sums when the run ends. Narrow rows take several teams, so that every thread of the
+/// block loads (1M x 128: with one piece a block, three quarters of the threads had no columns). A
+/// piece's slices are neighbouring blocks, so a row's slices are read about together (H200, ms per
+/// update, pieces first -> slices first: 262144 x 4096, k = 16 half 0.685 -> 0.640, float 1.12 -> 1.07;
+/// k = 128 bfloat16 0.665 -> 0.63; one slice: the same).
 template <class T, int N>
 __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
                                                               const std::int32_t* __restrict__ perm,
                                                               const std::int32_t* __restrict__ sorted_labels,
                                                               const double* __restrict__ weights,
                                                               const double* __restrict__ scale, u64* __restrict__ hi,
-                                                              u64* __restrict__ lo, unsigned slices) {
+                                                              u64* __restrict__ lo, unsigned slices, int teams) {
   using V = Vec<T, N>;
-  // The piece's rows, labels and weights, staged first: read from global memory in the loop, each row's
+  // The pieces' rows, labels and weights, staged first: read from global memory in the loop, each row's
   // load of X waited for the load of its index (two latencies a batch). H200, ms per iteration, before ->
   // after: 262144 x 4096, k = 128 bfloat16 1.33 -> 1.27; 1M x 512, k = 16 bfloat16 1.03 -> 1.00, float
   // 1.36 -> 1.34; 1M x 128, k = 128 0.49 -> 0.48. Before, ncu at 262144 x 4096 half, k = 16: 0.72 ms,
   // DRAM 63 % busy, SM 55 %; each value also takes a conversion to double, at a quarter of the FMA rate.
-  __shared__ std::int32_t piece_rows[kPiece], piece_labels[kPiece];
-  __shared__ double piece_weights[kPiece];
+  // teams x kPiece of each (sorted_sums_smem): as much as the teams use, so wide rows keep the
+  // residency of small blocks.
+  extern __shared__ double piece_weights[];
+  std::int32_t* piece_rows = reinterpret_cast<std::int32_t*>(piece_weights + teams * kPiece);
+  std::int32_t* piece_labels = piece_rows + teams * kPiece;
   const unsigned slice = blockIdx.x % slices;
-  const std::int64_t p0 = static_cast<std::int64_t>(blockIdx.x / slices) * kPiece, p1 = min(n, p0 + kPiece);
-  const int count = static_cast<int>(p1 - p0);
-  for (int e = threadIdx.x; e < count; e += kThreads) {
-    const std::int32_t row = perm[p0 + e];
+  const std::int64_t b0 = static_cast<std::int64_t>(blockIdx.x / slices) * teams * kPiece;
+  const int staged = static_cast<int>(min(n - b0, std::int64_t(teams) * kPiece));
+  for (int e = threadIdx.x; e < staged; e += kThreads) {
+    const std::int32_t row = perm[b0 + e];
     piece_rows[e] = row;
-    piece_labels[e] = sorted_labels[p0 + e];
+    piece_labels[e] = sorted_labels[b0 + e];
     piece_weights[e] = weights ? weights[row] : 1.0;
   }
   __syncthreads();
-  const std::int64_t j = (static_cast<std::int64_t>(slice) * kThreads + threadIdx.x) * N;
-  if (j >= d) return;
+  const int team_threads = kThreads / teams, team = threadIdx.x / team_threads;
+  const int first = team * static_cast<int>(kPiece), count = min(staged - first, static_cast<int>(kPiece));
+  const std::int64_t j = (static_cast<std::int64_t>(slice) * team_threads + threadIdx.x % team_threads) * N;
+  if (j >= d || count <= 0) return;
   double f[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) f[i] = scale[j + i];
   long long acc[N] = {};
-  std::int32_t run = piece_labels[0];
+  std::int32_t run = piece_labels[first];
   const auto flush = [&] {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -290,15 +354,16 @@ __global__ void __launch_bounds__(kThreads) sorted_sums_kernel(const T* __restri
     add_fixed_row<T, N>(acc, v, piece_weights[e], f);
   };
   const auto row_of = [&](int e) { return *reinterpret_cast<const V*>(x + std::int64_t(piece_rows[e]) * d + j); };
-  int e = 0;
-  for (; e + kBatch <= count; e += kBatch) {
+  int e = first;
+  const int end = first + count;
+  for (; e + kBatch <= end; e += kBatch) {
     V v[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) v[b] = row_of(e + b);
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) add(e + b, v[b]);
   }
-  for (; e < count; ++e) add(e, row_of(e));
+  for (; e < end; ++e) add(e, row_of(e));
   flush();
 }
 
@@ -500,12 +565,19 @@ Updater<T>::Updater(std::int64_t n, std::int64_t d, std::int64_t k, Sums sums) :
     return;
   }
   way_ = Sums::sorted;
-  keys_ = device_array<std::int32_t>(n);
   keys_out_ = device_array<std::int32_t>(n);
   perm_ = device_array<std::int32_t>(n);
-  perm_in_ = device_array<std::int32_t>(n);
-  SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_temp_bytes_, keys_.data(), keys_out_.data(),
-                                                  perm_in_.data(), perm_.data(), static_cast<int>(n), 0, bits_for(k)));
+  if (k <= kCountingSortMaxK) {
+    bucket_counts_ = device_array<int>(k);
+    bucket_cursor_ = device_array<int>(k);
+    SKINNY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, sort_temp_bytes_, bucket_counts_.data(),
+                                                  bucket_cursor_.data(), static_cast<int>(k)));
+  } else {
+    keys_ = device_array<std::int32_t>(n);
+    perm_in_ = device_array<std::int32_t>(n);
+    SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_temp_bytes_, keys_.data(), keys_out_.data(),
+                                                    perm_in_.data(), perm_.data(), static_cast<int>(n), 0, bits_for(k)));
+  }
   sort_temp_ = device_array<unsigned char>(static_cast<std::int64_t>(sort_temp_bytes_));
 }
 
@@ -549,7 +621,7 @@ void Updater<T>::begin(cudaStream_t stream) {
 
 template <class T>
 void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_t* labels, std::int64_t rows,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, const int* label_counts) {
   if (rows == 0) return;  // an empty part adds nothing (and would launch empty grids)
   u64* hi = sums_.data();
   u64* lo = hi + k_ * d_;
@@ -577,21 +649,41 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
   } else if (way_ == Sums::registers) {
     launch_register_sums(x, rows, d_, labels, weights, k_, vec > 1, sms_, scale, hi, lo, stream);
   } else {
-    // Points sorted by label (the sums do not depend on the order within a cluster).
-    SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_.data(), labels, static_cast<std::size_t>(rows) * sizeof(std::int32_t),
-                                    cudaMemcpyDeviceToDevice, stream));
-    thrust::sequence(thrust::cuda::par_nosync.on(stream), perm_in_.data(), perm_in_.data() + rows);
-    SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_temp_.data(), sort_temp_bytes_, keys_.data(), keys_out_.data(),
-                                                    perm_in_.data(), perm_.data(), static_cast<int>(rows), 0,
-                                                    bits_for(k_), stream));
-    const auto slices = static_cast<unsigned>((d_ / vec + kThreads - 1) / kThreads);
-    const auto blocks = static_cast<unsigned>((rows + kPiece - 1) / kPiece * slices);
+    // Points grouped by label (the sums do not depend on the order within a cluster): a counting sort
+    // where a block's counters fit (no copies of the labels and indices, one pass over the labels where
+    // the caller has their counts), else the radix sort.
+    if (k_ <= kCountingSortMaxK) {
+      const int k = static_cast<int>(k_);
+      const std::size_t counters = static_cast<std::size_t>(k) * sizeof(int);
+      if (label_counts == nullptr) {
+        SKINNY_CUDA_TRY(cudaMemsetAsync(bucket_counts_.data(), 0, counters, stream));
+        count_labels(labels, rows, k_, bucket_counts_.data(), stream);
+        label_counts = bucket_counts_.data();
+      }
+      SKINNY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(sort_temp_.data(), sort_temp_bytes_, label_counts,
+                                                    bucket_cursor_.data(), k, stream));
+      group_by_label_kernel<<<static_cast<unsigned>((rows + kGroupPoints - 1) / kGroupPoints), 512, 2 * counters,
+                              stream>>>(labels, rows, k, bucket_cursor_.data(), perm_.data(), keys_out_.data());
+      SKINNY_CHECK_LAUNCH();
+    } else {
+      SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_.data(), labels, static_cast<std::size_t>(rows) * sizeof(std::int32_t),
+                                      cudaMemcpyDeviceToDevice, stream));
+      thrust::sequence(thrust::cuda::par_nosync.on(stream), perm_in_.data(), perm_in_.data() + rows);
+      SKINNY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_temp_.data(), sort_temp_bytes_, keys_.data(),
+                                                      keys_out_.data(), perm_in_.data(), perm_.data(),
+                                                      static_cast<int>(rows), 0, bits_for(k_), stream));
+    }
+    const std::int64_t vectors = d_ / vec;
+    const int teams = sorted_teams(vectors);
+    const auto slices = static_cast<unsigned>((vectors + kThreads - 1) / kThreads);
+    const std::int64_t rows_per_block = teams * kPiece;
+    const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block * slices);
     if (vec > 1)
-      sorted_sums_kernel<T, kVecOf<T>><<<blocks, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(),
-                                                                              weights, scale, hi, lo, slices);
+      sorted_sums_kernel<T, kVecOf<T>><<<blocks, kThreads, sorted_sums_smem(teams), stream>>>(
+          x, rows, d_, perm_.data(), keys_out_.data(), weights, scale, hi, lo, slices, teams);
     else
-      sorted_sums_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(x, rows, d_, perm_.data(), keys_out_.data(), weights,
-                                                                scale, hi, lo, slices);
+      sorted_sums_kernel<T, 1><<<blocks, kThreads, sorted_sums_smem(teams), stream>>>(
+          x, rows, d_, perm_.data(), keys_out_.data(), weights, scale, hi, lo, slices, teams);
     SKINNY_CHECK_LAUNCH();
   }
   if (weighted_) {
@@ -698,7 +790,7 @@ template <class T>
 double Updater<T>::update(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
                           const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
   begin(stream);
-  accumulate(x, weights, labels, n_, stream);
+  accumulate(x, weights, labels, n_, stream, counts_dev);
   return finish(x, weights, labels, mindist, counts_dev, old_c, new_c, stream);
 }
 

@@ -364,7 +364,7 @@ TEST_F(KmeansGpu, FewClustersMatchExactDistances) {
   }
 }
 
-/// Both ways of forming the cluster sums (binned in row order, sorted by label) give the means
+/// Each way of forming the cluster sums (binned in row order, registers, grouped by label) gives the means
 /// and the shift computed in double on the CPU, on column counts that are not multiples of a block's slice,
 /// with and without weights.
 template <class T>
@@ -428,6 +428,12 @@ TEST_F(KmeansGpu, EachWayOfSummingGivesTheMeans) {
   update_matches_cpu<double>(D::Sums::binned, 20011, 20, 300, 1e-14);
   update_matches_cpu<float>(F::Sums::binned, 1100003, 2, 40, 1e-6);
   update_matches_cpu<double>(D::Sums::binned, 7, 1, 1, 1e-14, true);
+  // Sorted: rows of 32 vectors (four teams of pieces a block), the counting sort's largest k and the
+  // radix sort's above it.
+  update_matches_cpu<float>(F::Sums::sorted, 70001, 128, 1000, 1e-6, true);
+  update_matches_cpu<float>(F::Sums::sorted, 60013, 12, 4096, 1e-6);
+  update_matches_cpu<float>(F::Sums::sorted, 60013, 12, 4097, 1e-6);
+  update_matches_cpu<double>(D::Sums::sorted, 9001, 64, 5000, 1e-14, true);
 }
 
 /// Register sums: each instance (k <= 8, 16 and 32), rows of vectors and of single elements (odd d), one
