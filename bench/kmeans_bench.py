@@ -14,15 +14,17 @@ What runs, per shape (every implementation starts from the same k distinct point
 ITERS Lloyd iterations with no early stop, and its final centroids give its inertia):
   skinny   skinny.KMeans(n_clusters=k, init=C0, n_init=1, max_iter=ITERS, tol=0.0, math=MODE,
            stop_when_stable=False).fit(X) with X the torch CUDA tensor; the time is the median of
-           km.iteration_ms_ (CUDA events around each iteration, recorded by the library). A first fit of
-           WARMUP iterations, not timed, loads the kernels and plans the GEMM.
+           km.iteration_ms_ (CUDA events recorded by the library, from the end of one iteration to the end
+           of the next: the library queues an iteration's assignment before it checks the last one, so
+           any wait for the host between iterations is counted). A first fit of WARMUP iterations, not
+           timed, loads the kernels and plans the GEMM.
   flash    flash-kmeans (pip: flash-kmeans, Triton). Its only fit that takes given centroids,
            flash_kmeans.batch_kmeans_Euclid(x, k, max_iters, tol, init_centroids), runs a Python loop whose
            body is flash_kmeans.kmeans_triton_impl._euclid_iter (assign kernel + sort + centroid update
            kernel + centre shift), then `if center_shift < tol: break` (a host sync) and a clone of the
            centroids. We run that same loop body ourselves, from the same precomputed ||x||^2, with CUDA
            events around each iteration (body + clone; the tol check's sync comes after the stop event, so
-           host gaps between iterations are not counted, as in skinny's iteration_ms_), after WARMUP
+           host gaps between iterations are not counted: stricter on skinny than on it), after WARMUP
            untimed iterations (Triton compiles a kernel per (N, K, D): all three are constexpr). Why not time
            the fit: a fit's time also holds the ||x||^2 pass and, on a shape's first call, Triton's compiles,
            and gives no per-iteration median. As a check, the row also carries fit_ms_per_iter: events

@@ -329,6 +329,16 @@ class Updater {
   /// finish with the points described by `points`: the same moves (scikit-learn's rule, the same ties),
   /// means and shift.
   double finish(const Points& points, const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream);
+  /// finish in two halves, for a caller that queues work between them (the next assignment, on the new
+  /// centroids, while the host waits): queue_means queues the means as if no cluster were empty, with the
+  /// counts coming back; settle waits for `means_done` (an event the caller recorded after queue_means, so
+  /// that it does not wait for the work queued since), moves points to empty clusters as finish does (then
+  /// the means again: work queued in between saw the first ones) and returns the shift. moved(): whether
+  /// the last finish or settle moved any point.
+  void queue_means(const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream);
+  double settle(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
+                const C* old_c, C* new_c, cudaStream_t stream, cudaEvent_t means_done = nullptr);
+  bool moved() const noexcept { return moved_; }
   /// begin, accumulate over all n points, finish.
   double update(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream);
@@ -351,9 +361,9 @@ class Updater {
   double means(const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream);
 
  private:
-  /// finish's work; the weights from `fetched_weights` once points.fetch has filled it, else points.weights.
-  double finish_with(const Points& points, const std::vector<double>* fetched_weights, const int* counts_dev,
-                     const C* old_c, C* new_c, cudaStream_t stream);
+  /// settle's work; the weights from `fetched_weights` once points.fetch has filled it, else points.weights.
+  double settle_with(const Points& points, const std::vector<double>* fetched_weights, const int* counts_dev,
+                     const C* old_c, C* new_c, cudaStream_t stream, cudaEvent_t means_done = nullptr);
   /// Queues new_c = sums / counts (or weight sums; old_c where a count is 0) and the shift into shift_.
   void means_and_shift(const int* counts, const C* old_c, C* new_c, cudaStream_t stream);
 
@@ -362,7 +372,7 @@ class Updater {
   int sms_ = 1;
   Sums way_ = Sums::sorted;
   std::int64_t ranges_ = 0;  ///< row ranges of the binned sums
-  bool scaled_ = false, weighted_ = false;
+  bool scaled_ = false, weighted_ = false, moved_ = false;
   double weight_scale_ = 1;
   DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels (the radix sort's), then grouped labels
   DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices (the radix sort's), then grouped by label

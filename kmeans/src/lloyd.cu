@@ -250,6 +250,9 @@ struct Assigner {
   DeviceBuffer<C> g;
   DeviceBuffer<float> wide;  ///< a chunk of 16-bit rows widened to float
   std::vector<std::unique_ptr<CudaEvent>> events;
+  /// The events of the assignment before the last, where a caller keeps them (keep_events): the Lloyd loop
+  /// queues the next iteration's assignment before it has read this one's times.
+  std::vector<std::unique_ptr<CudaEvent>> kept_events;
 
   bool few;  ///< through detail::few_nearest, over all points at once
   /// Set: one kernel also adds every point to these cluster sums (detail::assign_and_sum), reading X once.
@@ -322,7 +325,10 @@ struct Assigner {
     } else if (!fused() && !few) {
       g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     }
-    for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) events.push_back(std::make_unique<CudaEvent>());
+    for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) {
+      events.push_back(std::make_unique<CudaEvent>());
+      kept_events.push_back(std::make_unique<CudaEvent>());
+    }
   }
 
   /// The chunk of `m` rows from r0 as the GEMM reads them: X itself, its column-major copy, or 16-bit rows
@@ -562,15 +568,19 @@ struct Assigner {
     report->bound = bound;
   }
 
-  /// GPU milliseconds of the last run in the GEMMs and in the argmins (waits for it).
-  std::pair<double, double> phase_ms() const {
+  /// GPU milliseconds of the last run in the GEMMs and in the argmins (waits for it); kept: of the run
+  /// before it, whose events keep_events() set aside.
+  std::pair<double, double> phase_ms(bool kept = false) const {
+    const auto& recorded = kept ? kept_events : events;
     double gemm_ms = 0, argmin_ms = 0;
-    for (std::size_t i = 0; i + 2 < events.size(); i += 2) {
-      gemm_ms += events[i + 1]->ms_since(*events[i]);
-      argmin_ms += events[i + 2]->ms_since(*events[i + 1]);
+    for (std::size_t i = 0; i + 2 < recorded.size(); i += 2) {
+      gemm_ms += recorded[i + 1]->ms_since(*recorded[i]);
+      argmin_ms += recorded[i + 2]->ms_since(*recorded[i + 1]);
     }
     return {gemm_ms, argmin_ms};
   }
+  /// Sets the last run's events aside (phase_ms(true)), so that the next run records into others.
+  void keep_events() { std::swap(events, kept_events); }
 };
 
 /// Throws std::invalid_argument unless `w` is empty or n finite weights > 0.
@@ -604,6 +614,14 @@ class Lloyd {
     if (one_pass_) {
       sum_target_ = updater_.sum_target();
       assign_.sums = &sum_target_;
+    }
+    // The next assignment queued ahead (update()), where the sums are the updater's own and there is room
+    // for a second set of per-point results.
+    if (!one_pass_ && !params.protect &&
+        fits_in_free_memory(static_cast<std::size_t>(n) * (sizeof(C) + sizeof(std::int32_t)) + (64u << 20))) {
+      labels_ahead_ = DeviceBuffer<std::int32_t>(static_cast<std::size_t>(n));
+      mindist_ahead_ = DeviceBuffer<C>(static_cast<std::size_t>(n));
+      counts_ahead_ = DeviceBuffer<int>(static_cast<std::size_t>(k_));
     }
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
     if (std::is_same_v<T, C> && params.column_copy && !assign_.fused() && !assign_.few && n >= kColumnCopyMinPoints &&
@@ -656,14 +674,23 @@ class Lloyd {
     stop.record(stream);
     result.timing.setup_ms = stop.ms_since(start);
 
+    // ahead: this iteration's assignment was queued during the last update (assign_ahead), right after
+    // that iteration's end event; its results wait in the *_ahead_ buffers.
+    bool ahead = false;
+    CudaEvent ends[2];
     for (int it = 1; it <= params_.max_iter; ++it) {
       CudaEvent update_start;
+      CudaEvent& end = ends[it % 2];
       start.record(stream);
       std::swap(labels_, prev_labels_);
       const bool faulty = params_.protect && params_.inject.iteration == it;
       assign_.injection = faulty && params_.inject.target == FaultTarget::distances ? &params_.inject : nullptr;
-      if (one_pass_) updater_.begin(stream);  // the assignment adds to the sums
-      assign();
+      if (ahead) {
+        take_ahead();
+      } else {
+        if (one_pass_) updater_.begin(stream);  // the assignment adds to the sums
+        assign();
+      }
       assign_.injection = nullptr;
       // The inertia and the changed labels come back with the update, which waits for the stream anyway.
       inertia_sum_.queue(mindist_.data(), n_, stream, weights());
@@ -673,18 +700,22 @@ class Lloyd {
         changed_host_.copy_from_device_async(changed_.data(), stream);
       }
       update_start.record(stream);
-      const double shift = update(faulty && params_.inject.target == FaultTarget::sums, result.protection);
-      stop.record(stream);
+      const double shift = update(faulty && params_.inject.target == FaultTarget::sums, result.protection, end);
       const double inertia = inertia_sum_.value();
       std::swap(c_, c_next_);
-      const auto [gemm_ms, argmin_ms] = assign_.phase_ms();
-      const detail::IterationTimes times{gemm_ms, argmin_ms, stop.ms_since(update_start), stop.ms_since(start)};
+      // With the next assignment queued ahead, this one's events were set aside; an iteration whose
+      // assignment ran ahead began at the last one's end.
+      const auto [gemm_ms, argmin_ms] = assign_.phase_ms(queued_ahead_);
+      const double total = ahead ? end.ms_since(ends[(it + 1) % 2]) : end.ms_since(start);
+      const detail::IterationTimes times{gemm_ms, argmin_ms, end.ms_since(update_start), total};
+      ahead = queued_ahead_ && !updater_.moved();  // a move changed the centroids after it was queued
       // changed_host_ counts the empty-cluster moves of the iteration before too: they change labels.
       if (detail::end_iteration(result, params_, it, times, inertia, shift, changed_host_[0], tol_scaled_)) break;
     }
     // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the
     // inertia from direct differences, whatever precision the assignment's distances had.
-    assign();
+    if (ahead) take_ahead();
+    else assign();
     detail::label_sq_distances(x_, n_, d_, c_.data(), labels_.data(), mindist_.data(), stream);
     result.inertia = detail::sum(mindist_.data(), n_, stream, weights());
     result.labels = labels_.to_host();
@@ -736,9 +767,35 @@ class Lloyd {
       SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // the buffers go when this returns
     }
   }
-  /// The centroid update; with Params::protect, the sums verified against X's column totals before the
-  /// means use them, and accumulated again when they differ (after `inject_fault`, one bit flipped in them).
-  double update(bool inject_fault, ProtectionReport& report) {
+  /// The centroid update, ending with `end` recorded once the new centroids are queued; with
+  /// Params::protect, the sums verified against X's column totals before the means use them, and
+  /// accumulated again when they differ (after `inject_fault`, one bit flipped in them). Where the
+  /// *_ahead_ buffers exist, the next assignment (on the new centroids) is queued before the host waits
+  /// for the shift, so that the GPU does not idle while the host checks the counts and queues the next
+  /// iteration (queued_ahead_; it stands unless a move to an empty cluster changes the centroids).
+  double update(bool inject_fault, ProtectionReport& report, CudaEvent& end) {
+    const cudaStream_t stream = ctx_.stream();
+    queued_ahead_ = false;
+    if (labels_ahead_.size() > 0) {
+      updater_.begin(stream);
+      updater_.accumulate(x_, weights(), labels_.data(), n_, stream, counts_.data());
+      updater_.queue_means(counts_.data(), c_.data(), c_next_.data(), stream);
+      end.record(stream);
+      assign_.keep_events();
+      detail::row_sq_norms(c_next_.data(), k_, d_, cnorm_.data(), stream);
+      assign_.run(c_next_.data(), xnorm_.data(), cnorm_.data(), labels_ahead_.data(), mindist_ahead_.data(),
+                  counts_ahead_.data());
+      queued_ahead_ = true;
+      return updater_.settle(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
+                             stream, end.get());
+    }
+    const double shift = guarded_update(inject_fault, report);
+    end.record(stream);
+    return shift;
+  }
+
+  /// update() without the assignment ahead.
+  double guarded_update(bool inject_fault, ProtectionReport& report) {
     const cudaStream_t stream = ctx_.stream();
     if (one_pass_)  // the assignment formed the sums
       return updater_.finish(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
@@ -778,6 +835,13 @@ class Lloyd {
     assign_.run(c_.data(), xnorm_.data(), cnorm_.data(), labels_.data(), mindist_.data(), counts_.data());
   }
 
+  /// The assignment queued ahead becomes the current one.
+  void take_ahead() {
+    std::swap(labels_, labels_ahead_);
+    std::swap(mindist_, mindist_ahead_);
+    std::swap(counts_, counts_ahead_);
+  }
+
   Context& ctx_;
   const T* x_;
   std::int64_t n_, d_, k_;
@@ -785,6 +849,11 @@ class Lloyd {
   DeviceBuffer<C> xnorm_, mindist_, c_, c_next_, cnorm_;
   DeviceBuffer<std::int32_t> labels_, prev_labels_;
   DeviceBuffer<int> counts_;
+  // The next iteration's assignment, queued ahead by update() (empty where it does not run ahead).
+  DeviceBuffer<std::int32_t> labels_ahead_;
+  DeviceBuffer<C> mindist_ahead_;
+  DeviceBuffer<int> counts_ahead_;
+  bool queued_ahead_ = false;  // the last update() queued it
   DeviceBuffer<unsigned long long> changed_;
   PinnedBuffer<unsigned long long> changed_host_;
   DeviceBuffer<double> weights_;

@@ -697,6 +697,22 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
 template <class T>
 double Updater<T>::finish(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
                           const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
+  queue_means(counts_dev, old_c, new_c, stream);
+  return settle(x, weights, labels, mindist, counts_dev, old_c, new_c, stream);
+}
+
+template <class T>
+void Updater<T>::queue_means(const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
+  // The counts come back while the means are queued on the assumption that no cluster is empty, so one
+  // wait covers all; an empty cluster redoes the means after its move.
+  counts_host_.copy_from_device_async(counts_dev, stream);
+  means_and_shift(counts_dev, old_c, new_c, stream);
+}
+
+template <class T>
+double Updater<T>::settle(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
+                          const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream,
+                          cudaEvent_t means_done) {
   std::vector<double> host_weights;
   Points points;
   points.x = x;
@@ -717,23 +733,22 @@ double Updater<T>::finish(const T* x, const double* weights, std::int32_t* label
     SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));  // `label` lives on this stack frame
   };
   // The weights come back with the distances: their host copy exists once fetch() has run.
-  return finish_with(points, weights ? &host_weights : nullptr, counts_dev, old_c, new_c, stream);
+  return settle_with(points, weights ? &host_weights : nullptr, counts_dev, old_c, new_c, stream, means_done);
 }
 
 template <class T>
 double Updater<T>::finish(const Points& points, const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
-  return finish_with(points, nullptr, counts_dev, old_c, new_c, stream);
+  queue_means(counts_dev, old_c, new_c, stream);
+  return settle_with(points, nullptr, counts_dev, old_c, new_c, stream);
 }
 
 template <class T>
-double Updater<T>::finish_with(const Points& points, const std::vector<double>* fetched_weights, const int* counts_dev,
-                               const C* old_c, C* new_c, cudaStream_t stream) {
-  // The counts come back while the means are queued on the assumption that no cluster is empty, so one
-  // wait covers all; an empty cluster redoes the means after its move.
-  counts_host_.copy_from_device_async(counts_dev, stream);
-  means_and_shift(counts_dev, old_c, new_c, stream);
-  SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-  if (std::find(counts_host_.data(), counts_host_.data() + k_, 0) == counts_host_.data() + k_) return shift_.value();
+double Updater<T>::settle_with(const Points& points, const std::vector<double>* fetched_weights, const int* counts_dev,
+                               const C* old_c, C* new_c, cudaStream_t stream, cudaEvent_t means_done) {
+  if (means_done) SKINNY_CUDA_TRY(cudaEventSynchronize(means_done));
+  else SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+  moved_ = std::find(counts_host_.data(), counts_host_.data() + k_, 0) != counts_host_.data() + k_;
+  if (!moved_) return shift_.value();
   std::vector<int> counts(counts_host_.data(), counts_host_.data() + k_);
 
   // Empty clusters take the points farthest from their centroids (largest distance first, ties to the

@@ -95,7 +95,9 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     n_iter_ : int
     n_features_in_ : int
     iteration_ms_ : ndarray (n_iter_,)
-        GPU time of each Lloyd iteration of the kept run, in milliseconds (not in scikit-learn).
+        GPU time of each Lloyd iteration of the kept run, in milliseconds: from the end of the iteration
+        before to its own (its assignment is queued while the host checks the one before), so it holds any
+        time the GPU waited for the host (not in scikit-learn).
     stream_report_ : dict or None
         For a streamed fit: rows per chunk (``chunk_rows``), ``chunks`` per pass, whether the per-point
         arrays stayed on the GPU, the GPU memory budget and plan, the bytes copied to the GPU per iteration

@@ -173,7 +173,10 @@ struct ProtectionReport {
 };
 
 /// GPU time of each iteration and of each of its phases: distances (the GEMMs X C^T), argmin (nearest
-/// centroid, inertia, counts), update (centroid sums and means, empty clusters, shift).
+/// centroid, inertia, counts), update (centroid sums and means, empty clusters, shift). fit() queues each
+/// iteration's assignment while the host still checks the one before (unless Params::protect or the one
+/// pass applies); such an iteration's time runs from the end of the one before to its own end, so it also
+/// holds any time the GPU waited for the host.
 struct PhaseTiming {
   double init_ms = 0;   ///< norms, variance, the column-major copy of X and the initial centroids
   /// One assignment before the first iteration: it plans the distance GEMM (TSM2 times its candidates
