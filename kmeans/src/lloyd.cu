@@ -674,7 +674,7 @@ class Lloyd {
     stop.record(stream);
     result.timing.setup_ms = stop.ms_since(start);
 
-    // ahead: this iteration's assignment was queued during the last update (assign_ahead), right after
+    // ahead: this iteration's assignment was queued by the last update(), right after
     // that iteration's end event; its results wait in the *_ahead_ buffers.
     bool ahead = false;
     CudaEvent ends[2];

@@ -278,8 +278,9 @@ __global__ void group_by_label_kernel(const std::int32_t* __restrict__ labels, s
 
 /// Pieces a block of the sorted sums takes at most: rows narrower than kThreads vectors leave threads
 /// over, and they sum further pieces (teams). Four cover rows of 32 vectors (128 floats) with every
-/// thread. H200, 1M points, ms per update, one piece a block -> teams: float d = 64, k = 1024 0.22 ->
-/// 0.18 (4 teams); d = 128 0.27 -> 0.24 (4); d = 256 0.40 -> 0.37 (2); half d = 128 0.23 -> 0.17 (4).
+/// thread. H200, 1M points, k = 1024, ms per update, the radix sort and one piece a block -> the counting
+/// sort and teams: float d = 64 0.22 -> 0.18 (4 teams); d = 128 0.27 -> 0.24 (4); d = 256 0.40 -> 0.37
+/// (2); half d = 128 0.23 -> 0.17 (4).
 constexpr int kMaxTeams = 4;
 /// Shared memory of a sorted-sums block: its pieces' rows, labels and weights.
 std::size_t sorted_sums_smem(int teams) {
