@@ -339,7 +339,11 @@ class Updater {
   double settle(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream, cudaEvent_t means_done = nullptr);
   bool moved() const noexcept { return moved_; }
-  /// begin, accumulate over all n points, finish.
+  /// begin, accumulate over all n points (labels and their counts counts_dev) and queue_means: update()
+  /// up to its wait, for a caller that queues more work before settle.
+  void queue_update(const T* x, const double* weights, const std::int32_t* labels, const int* counts_dev,
+                    const C* old_c, C* new_c, cudaStream_t stream);
+  /// queue_update, then settle.
   double update(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream);
 

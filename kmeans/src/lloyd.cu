@@ -705,10 +705,10 @@ class Lloyd {
       std::swap(c_, c_next_);
       // With the next assignment queued ahead, this one's events were set aside; an iteration whose
       // assignment ran ahead began at the last one's end.
-      const auto [gemm_ms, argmin_ms] = assign_.phase_ms(queued_ahead_);
+      const auto [gemm_ms, argmin_ms] = assign_.phase_ms(queues_ahead());
       const double total = ahead ? end.ms_since(ends[(it + 1) % 2]) : end.ms_since(start);
       const detail::IterationTimes times{gemm_ms, argmin_ms, end.ms_since(update_start), total};
-      ahead = queued_ahead_ && !updater_.moved();  // a move changed the centroids after it was queued
+      ahead = queues_ahead() && !updater_.moved();  // a move changed the centroids after it was queued
       // changed_host_ counts the empty-cluster moves of the iteration before too: they change labels.
       if (detail::end_iteration(result, params_, it, times, inertia, shift, changed_host_[0], tol_scaled_)) break;
     }
@@ -772,20 +772,14 @@ class Lloyd {
   /// accumulated again when they differ (after `inject_fault`, one bit flipped in them). Where the
   /// *_ahead_ buffers exist, the next assignment (on the new centroids) is queued before the host waits
   /// for the shift, so that the GPU does not idle while the host checks the counts and queues the next
-  /// iteration (queued_ahead_; it stands unless a move to an empty cluster changes the centroids).
+  /// iteration (queues_ahead(); it stands unless a move to an empty cluster changes the centroids).
   double update(bool inject_fault, ProtectionReport& report, CudaEvent& end) {
     const cudaStream_t stream = ctx_.stream();
-    queued_ahead_ = false;
-    if (labels_ahead_.size() > 0) {
-      updater_.begin(stream);
-      updater_.accumulate(x_, weights(), labels_.data(), n_, stream, counts_.data());
-      updater_.queue_means(counts_.data(), c_.data(), c_next_.data(), stream);
+    if (queues_ahead()) {
+      updater_.queue_update(x_, weights(), labels_.data(), counts_.data(), c_.data(), c_next_.data(), stream);
       end.record(stream);
       assign_.keep_events();
-      detail::row_sq_norms(c_next_.data(), k_, d_, cnorm_.data(), stream);
-      assign_.run(c_next_.data(), xnorm_.data(), cnorm_.data(), labels_ahead_.data(), mindist_ahead_.data(),
-                  counts_ahead_.data());
-      queued_ahead_ = true;
+      assign_into(c_next_.data(), labels_ahead_.data(), mindist_ahead_.data(), counts_ahead_.data());
       return updater_.settle(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
                              stream, end.get());
     }
@@ -830,10 +824,16 @@ class Lloyd {
                            stream);
   }
 
-  void assign() {
-    detail::row_sq_norms(c_.data(), k_, d_, cnorm_.data(), ctx_.stream());
-    assign_.run(c_.data(), xnorm_.data(), cnorm_.data(), labels_.data(), mindist_.data(), counts_.data());
+  void assign() { assign_into(c_.data(), labels_.data(), mindist_.data(), counts_.data()); }
+
+  /// Labels, distances and counts of every point for the centroids c.
+  void assign_into(const C* c, std::int32_t* labels, C* mindist, int* counts) {
+    detail::row_sq_norms(c, k_, d_, cnorm_.data(), ctx_.stream());
+    assign_.run(c, xnorm_.data(), cnorm_.data(), labels, mindist, counts);
   }
+
+  /// Whether update() queues the next assignment ahead (its buffers exist).
+  bool queues_ahead() const { return labels_ahead_.size() > 0; }
 
   /// The assignment queued ahead becomes the current one.
   void take_ahead() {
@@ -853,7 +853,6 @@ class Lloyd {
   DeviceBuffer<std::int32_t> labels_ahead_;
   DeviceBuffer<C> mindist_ahead_;
   DeviceBuffer<int> counts_ahead_;
-  bool queued_ahead_ = false;  // the last update() queued it
   DeviceBuffer<unsigned long long> changed_;
   PinnedBuffer<unsigned long long> changed_host_;
   DeviceBuffer<double> weights_;

@@ -803,11 +803,18 @@ double Updater<T>::settle_with(const Points& points, const std::vector<double>* 
 }
 
 template <class T>
-double Updater<T>::update(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
-                          const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
+void Updater<T>::queue_update(const T* x, const double* weights, const std::int32_t* labels, const int* counts_dev,
+                              const C* old_c, C* new_c, cudaStream_t stream) {
   begin(stream);
   accumulate(x, weights, labels, n_, stream, counts_dev);
-  return finish(x, weights, labels, mindist, counts_dev, old_c, new_c, stream);
+  queue_means(counts_dev, old_c, new_c, stream);
+}
+
+template <class T>
+double Updater<T>::update(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
+                          const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
+  queue_update(x, weights, labels, counts_dev, old_c, new_c, stream);
+  return settle(x, weights, labels, mindist, counts_dev, old_c, new_c, stream);
 }
 
 template <class T>
