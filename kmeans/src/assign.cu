@@ -454,9 +454,20 @@ __global__ void __launch_bounds__(kThreads) count_labels_kernel(const std::int32
                                                                 int* __restrict__ counts) {
   extern __shared__ int block_counts[];  // k of them when k <= kSharedCounts
   zero_block_counts(block_counts, k);
+  int* to = k <= kSharedCounts ? block_counts : counts;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    atomicAdd((k <= kSharedCounts ? block_counts : counts) + labels[i], 1);
+  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  // kCountBatch labels' loads in flight before their atomics: one at a time, each atomic waited for its
+  // load (1M labels: 10 us, 0.4 TB/s).
+  constexpr int kCountBatch = 8;
+  for (; i + (kCountBatch - 1) * stride < n; i += kCountBatch * stride) {
+    std::int32_t batch[kCountBatch];
+#pragma unroll
+    for (int u = 0; u < kCountBatch; ++u) batch[u] = labels[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kCountBatch; ++u) atomicAdd(to + batch[u], 1);
+  }
+  for (; i < n; i += stride) atomicAdd(to + labels[i], 1);
   flush_block_counts(block_counts, k, counts);
 }
 
