@@ -249,27 +249,19 @@ constexpr std::int64_t kCountingSortMaxK = 4096;
 constexpr std::int64_t kGroupPoints = 4096;
 constexpr int kGroupThreads = 512;
 
-/// Clusters up to which a block of the counting sort groups its points in shared memory before writing
-/// them (H200, 1M points, k = 1024: the placing 38 -> 19 us). At k = 4096 a block's 4096 points make runs
-/// of one point: nothing to coalesce, and the staging's shared memory halves the blocks per SM (4M points:
-/// the update 0.54 -> 0.61 ms).
-constexpr int kStagedGroupMaxK = 1024;
-
-/// Shared memory of group_by_label_kernel<staged> for k clusters: three k-entry arrays, and when staged
-/// the block's points (index and label) in their grouped order.
-std::size_t group_smem(int k, bool staged) {
-  return (3 * static_cast<std::size_t>(k) + (staged ? 2 * kGroupPoints : 0)) * sizeof(int);
-}
+/// Shared memory of group_by_label_kernel for k clusters: three k-entry arrays and the block's points
+/// (index and label) in their grouped order.
+std::size_t group_smem(int k) { return (3 * static_cast<std::size_t>(k) + 2 * kGroupPoints) * sizeof(int); }
 
 /// Points grouped by label: `cursor` starts at each cluster's first position (the exclusive sums of the
 /// counts); block b reserves a run of positions in each cluster for its kGroupPoints points (one global
 /// atomic per cluster present) and writes them there, perm = point index, sorted_labels = label.
-/// Staged, the block first groups its points in shared memory (its counts' exclusive sums), so that
-/// consecutive threads write consecutive positions of one cluster's run; written in point order, every
-/// point's two 4-byte stores go to a different place of the output, a separate L2 write each. The order
-/// within a cluster depends on the threads' timing; the sums that read it are exact integers, so they
-/// do not.
-template <bool kStaged>
+/// The block first groups its points in shared memory (its counts' exclusive sums), so that consecutive
+/// threads write consecutive positions of one cluster's run: written in point order, every point's two
+/// 4-byte stores went to a different place of the output, a separate L2 write each (H200, update ms
+/// before -> after: 1M points, k = 1024 0.165 -> 0.140; 4M, k = 2048 0.52 -> 0.44, k = 4096 0.54 -> 0.49).
+/// The order within a cluster depends on the threads' timing; the sums that read it are exact integers,
+/// so they do not.
 __global__ void __launch_bounds__(kGroupThreads) group_by_label_kernel(const std::int32_t* __restrict__ labels,
                                                                      std::int64_t rows, int k,
                                                                      int* __restrict__ cursor,
@@ -277,10 +269,12 @@ __global__ void __launch_bounds__(kGroupThreads) group_by_label_kernel(const std
                                                                      std::int32_t* __restrict__ sorted_labels) {
   using BlockScan = cub::BlockScan<int, kGroupThreads>;
   __shared__ typename BlockScan::TempStorage scan_storage;
-  extern __shared__ int group_shared[];  // group_smem(k, kStaged)
+  extern __shared__ int group_shared[];  // group_smem(k)
   int* count = group_shared;             // [k]: the block's points per label, then the next place of each
   int* start = count + k;                // [k]: where each label's points begin in the block's order
   int* base = start + k;                 // [k]: where they begin in the output
+  int* grouped_rows = base + k;          // [kGroupPoints]
+  int* grouped_labels = grouped_rows + kGroupPoints;
   const std::int64_t p0 = static_cast<std::int64_t>(blockIdx.x) * kGroupPoints, p1 = min(rows, p0 + kGroupPoints);
   const int points = static_cast<int>(p1 - p0);
   // Each thread's labels (point threadIdx.x + u kGroupThreads), all loads in flight at once, kept for
@@ -307,36 +301,29 @@ __global__ void __launch_bounds__(kGroupThreads) group_by_label_kernel(const std
   BlockScan(scan_storage).ExclusiveSum(run, before);
   for (int c = c0; c < c1; ++c) {
     start[c] = before;
-    if (count[c] != 0) base[c] = atomicAdd(cursor + c, count[c]);
     before += count[c];
+  }
+  __syncthreads();
+  // The runs' reservations with a warp's atomics on consecutive counters (one L2 line for 32 clusters;
+  // from each thread's own run they took 8 lines at k = 4096 and the update 0.54 -> 0.65 ms).
+  for (int c = threadIdx.x; c < k; c += blockDim.x) {
+    if (count[c] != 0) base[c] = atomicAdd(cursor + c, count[c]);
     count[c] = start[c];
   }
   __syncthreads();
-  if constexpr (kStaged) {
-    int* grouped_rows = base + k;  // [kGroupPoints]
-    int* grouped_labels = grouped_rows + kGroupPoints;
 #pragma unroll
-    for (int u = 0; u < kPerThread; ++u)
-      if (mine[u] >= 0) {
-        const int at = atomicAdd(count + mine[u], 1);
-        grouped_rows[at] = static_cast<int>(p0 + threadIdx.x + u * kGroupThreads);
-        grouped_labels[at] = mine[u];
-      }
-    __syncthreads();
-    for (int e = threadIdx.x; e < points; e += blockDim.x) {
-      const int label = grouped_labels[e];
-      const int at = base[label] + (e - start[label]);
-      perm[at] = grouped_rows[e];
-      sorted_labels[at] = label;
+  for (int u = 0; u < kPerThread; ++u)
+    if (mine[u] >= 0) {
+      const int at = atomicAdd(count + mine[u], 1);
+      grouped_rows[at] = static_cast<int>(p0 + threadIdx.x + u * kGroupThreads);
+      grouped_labels[at] = mine[u];
     }
-  } else {
-#pragma unroll
-    for (int u = 0; u < kPerThread; ++u)
-      if (mine[u] >= 0) {
-        const int at = base[mine[u]] + (atomicAdd(count + mine[u], 1) - start[mine[u]]);
-        perm[at] = static_cast<std::int32_t>(p0 + threadIdx.x + u * kGroupThreads);
-        sorted_labels[at] = mine[u];
-      }
+  __syncthreads();
+  for (int e = threadIdx.x; e < points; e += blockDim.x) {
+    const int label = grouped_labels[e];
+    const int at = base[label] + (e - start[label]);
+    perm[at] = grouped_rows[e];
+    sorted_labels[at] = label;
   }
 }
 
@@ -727,12 +714,11 @@ void Updater<T>::accumulate(const T* x, const double* weights, const std::int32_
       }
       SKINNY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(sort_temp_.data(), sort_temp_bytes_, label_counts,
                                                     bucket_cursor_.data(), k, stream));
-      const bool staged = k <= kStagedGroupMaxK;
-      const auto group = staged ? group_by_label_kernel<true> : group_by_label_kernel<false>;
-      const std::size_t smem = group_smem(k, staged);
-      SKINNY_CUDA_TRY(cudaFuncSetAttribute(group, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      group<<<static_cast<unsigned>((rows + kGroupPoints - 1) / kGroupPoints), kGroupThreads, smem, stream>>>(
-          labels, rows, k, bucket_cursor_.data(), perm_.data(), keys_out_.data());
+      const std::size_t smem = group_smem(k);
+      SKINNY_CUDA_TRY(cudaFuncSetAttribute(group_by_label_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+      group_by_label_kernel<<<static_cast<unsigned>((rows + kGroupPoints - 1) / kGroupPoints), kGroupThreads, smem,
+                              stream>>>(labels, rows, k, bucket_cursor_.data(), perm_.data(), keys_out_.data());
       SKINNY_CHECK_LAUNCH();
     } else {
       SKINNY_CUDA_TRY(cudaMemcpyAsync(keys_.data(), labels, static_cast<std::size_t>(rows) * sizeof(std::int32_t),
