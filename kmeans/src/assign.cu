@@ -477,23 +477,39 @@ constexpr int kSumThreads = 1024;
 constexpr std::int64_t kSumPerBlock = 1 << 13;
 
 /// Block b: out[b] = the sum of values [b * share, (b + 1) * share), each thread over a fixed stride,
-/// then a fixed tree.
+/// then a fixed tree. With labels `now` and `before` (else null), also out[gridDim.x + b] = how many of
+/// those points changed label: the iteration's two statistics in one pass and one copy back.
 template <class T>
 __global__ void __launch_bounds__(kSumThreads) block_sums_kernel(const T* __restrict__ values, std::int64_t count,
                                                                  std::int64_t share, const double* __restrict__ weights,
-                                                                 double* __restrict__ out) {
+                                                                 double* __restrict__ out,
+                                                                 const std::int32_t* __restrict__ now = nullptr,
+                                                                 const std::int32_t* __restrict__ before = nullptr) {
   __shared__ double part[kSumThreads];
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * share;
   const std::int64_t end = min(count, begin + share);
   double s = 0;
-  for (std::int64_t i = begin + threadIdx.x; i < end; i += kSumThreads)
+  int changed = 0;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += kSumThreads) {
     s += weights ? static_cast<double>(values[i]) * weights[i] : static_cast<double>(values[i]);
-  part[threadIdx.x] = s;
-  for (int half = kSumThreads / 2; half > 0; half /= 2) {
-    __syncthreads();
-    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    if (now) changed += now[i] != before[i];
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = part[0];
+  const auto block_total = [&](double v) {
+    __syncthreads();  // part's last reader is done
+    part[threadIdx.x] = v;
+    for (int half = kSumThreads / 2; half > 0; half /= 2) {
+      __syncthreads();
+      if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    }
+    __syncthreads();
+    return part[0];
+  };
+  const double total = block_total(s);
+  if (threadIdx.x == 0) out[blockIdx.x] = total;
+  if (now) {
+    const double changes = block_total(changed);  // integers below 2^53: exact
+    if (threadIdx.x == 0) out[gridDim.x + blockIdx.x] = changes;
+  }
 }
 
 template <class T>
@@ -688,17 +704,22 @@ double candidate_potential(const double* d2, const T* g, std::int64_t ldg, const
 }
 
 template <class T>
-void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream, const double* weights) {
-  const std::int64_t blocks = std::min<std::int64_t>(kSumScratch - 1, (count + kSumPerBlock - 1) / kSumPerBlock);
+void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream, const double* weights,
+              const std::int32_t* now, const std::int32_t* before) {
+  const std::int64_t blocks = std::min<std::int64_t>(kSumMaxBlocks, (count + kSumPerBlock - 1) / kSumPerBlock);
+  const int results = now ? 2 : 1;  // out[0] the sum, out[1] the changes
   if (blocks <= 1) {
-    block_sums_kernel<<<1, kSumThreads, 0, stream>>>(values, count, count, weights, out);
+    block_sums_kernel<<<1, kSumThreads, 0, stream>>>(values, count, count, weights, out, now, before);
     SKINNY_CHECK_LAUNCH();
     return;
   }
+  // The blocks' sums (and their changes) at out + results, then one block a result adds them.
   const std::int64_t share = (count + blocks - 1) / blocks;
-  block_sums_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(values, count, share, weights, out + 1);
+  block_sums_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(values, count, share, weights,
+                                                                               out + results, now, before);
   SKINNY_CHECK_LAUNCH();
-  block_sums_kernel<<<1, kSumThreads, 0, stream>>>(out + 1, blocks, blocks, static_cast<const double*>(nullptr), out);
+  block_sums_kernel<<<results, kSumThreads, 0, stream>>>(out + results, results * blocks, blocks,
+                                                         static_cast<const double*>(nullptr), out);
   SKINNY_CHECK_LAUNCH();
 }
 
@@ -732,7 +753,8 @@ void min_distance_update(double* d2, const T* g, std::int64_t ldg, const T* xnor
                                      const double*, std::int64_t, double, std::int32_t*, T*, int*, unsigned*,   \
                                      cudaStream_t);                                                             \
   template double sum(const T*, std::int64_t, cudaStream_t, const double*);                                     \
-  template void sum_into(const T*, std::int64_t, double*, cudaStream_t, const double*);                         \
+  template void sum_into(const T*, std::int64_t, double*, cudaStream_t, const double*, const std::int32_t*,       \
+                         const std::int32_t*);                                                                  \
   template void min_distance_update(double*, const T*, std::int64_t, const T*, T, std::int64_t, bool, cudaStream_t); \
   template double candidate_potential(const double*, const T*, std::int64_t, const T*, T, std::int64_t, cudaStream_t);
 SKINNY_KMEANS_ASSIGN(float)

@@ -223,25 +223,32 @@ void assign_and_sum(const T* x, std::int64_t n, std::int64_t d, const float* c, 
 /// counts[labels[i]] += 1 for the n labels (integer atomics: the same result in any order).
 void count_labels(const std::int32_t* labels, std::int64_t n, std::int64_t k, int* counts, cudaStream_t stream);
 
+/// Blocks of sum_into's first pass, at most.
+constexpr int kSumMaxBlocks = 256;
 /// Doubles of device memory sum_into needs at `out`.
-constexpr int kSumScratch = 257;
+constexpr int kSumScratch = 2 * (1 + kSumMaxBlocks);
 /// out[0] = the sum of `count` values (times weights[i] when weights is non-null) in double, queued on
-/// the stream without waiting: blocks sum fixed shares in a fixed order into out[1 ..], one block adds
-/// those (deterministic). `out` holds kSumScratch.
+/// the stream without waiting: blocks sum fixed shares in a fixed order, one block adds those
+/// (deterministic). With labels `now` and `before` (else null), out[1] = the number of i < count with
+/// now[i] != before[i] (exact), counted in the same pass. `out` holds kSumScratch.
 template <class T>
-void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream, const double* weights = nullptr);
+void sum_into(const T* values, std::int64_t count, double* out, cudaStream_t stream, const double* weights = nullptr,
+              const std::int32_t* now = nullptr, const std::int32_t* before = nullptr);
 
-/// A sum_into whose result comes back through pinned memory, so the host need not wait for it now:
-/// queue() on a stream, value() once that stream has been synchronised.
+/// A sum_into whose results come back through pinned memory, so the host need not wait for them now:
+/// queue() on a stream, value() (and changes(), when labels were given) once that stream has been
+/// synchronised.
 class AsyncSum {
  public:
-  AsyncSum() : scratch_(kSumScratch), host_(1) {}
+  AsyncSum() : scratch_(kSumScratch), host_(2) {}
   template <class T>
-  void queue(const T* values, std::int64_t count, cudaStream_t stream, const double* weights = nullptr) {
-    sum_into(values, count, scratch_.data(), stream, weights);
+  void queue(const T* values, std::int64_t count, cudaStream_t stream, const double* weights = nullptr,
+             const std::int32_t* now = nullptr, const std::int32_t* before = nullptr) {
+    sum_into(values, count, scratch_.data(), stream, weights, now, before);
     host_.copy_from_device_async(scratch_.data(), stream);
   }
   double value() const { return host_[0]; }
+  unsigned long long changes() const { return static_cast<unsigned long long>(host_[1]); }
 
  private:
   DeviceBuffer<double> scratch_;

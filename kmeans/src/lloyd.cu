@@ -606,7 +606,7 @@ class Lloyd {
       : ctx_(ctx), x_(x), n_(n), d_(d), k_(params.k), params_(params), xnorm_(static_cast<std::size_t>(n)),
         mindist_(static_cast<std::size_t>(n)), c_(static_cast<std::size_t>(k_ * d)), c_next_(static_cast<std::size_t>(k_ * d)),
         cnorm_(static_cast<std::size_t>(k_)), labels_(static_cast<std::size_t>(n)), prev_labels_(static_cast<std::size_t>(n)),
-        counts_(static_cast<std::size_t>(k_)), changed_(1), changed_host_(1), weights_(sample_weight),
+        counts_(static_cast<std::size_t>(k_)), weights_(sample_weight),
         assign_(ctx, x, n, d, k_, params.backend, params.math, params.protect), updater_(n, d, k_) {
     const cudaStream_t stream = ctx.stream();
     one_pass_ = assign_.few && sample_weight.empty() && one_pass_pays<T>(d, k_) &&
@@ -692,13 +692,11 @@ class Lloyd {
         assign();
       }
       assign_.injection = nullptr;
-      // The inertia and the changed labels come back with the update, which waits for the stream anyway.
-      inertia_sum_.queue(mindist_.data(), n_, stream, weights());
-      if (it > 1) {  // iteration 1's labels have nothing before them (the set-up's were for the same centroids)
-        SKINNY_CUDA_TRY(cudaMemsetAsync(changed_.data(), 0, sizeof(unsigned long long), stream));
-        detail::count_changes(labels_.data(), prev_labels_.data(), n_, changed_.data(), stream);
-        changed_host_.copy_from_device_async(changed_.data(), stream);
-      }
+      // The inertia and the changed labels come back with the update, which waits for the stream anyway
+      // (iteration 1's labels have nothing before them: the set-up's were for the same centroids).
+      const bool counts_changes = it > 1;
+      inertia_sum_.queue(mindist_.data(), n_, stream, weights(), counts_changes ? labels_.data() : nullptr,
+                         prev_labels_.data());
       update_start.record(stream);
       const double shift = update(faulty && params_.inject.target == FaultTarget::sums, result.protection, end);
       const double inertia = inertia_sum_.value();
@@ -709,8 +707,9 @@ class Lloyd {
       const double total = ahead ? end.ms_since(ends[(it + 1) % 2]) : end.ms_since(start);
       const detail::IterationTimes times{gemm_ms, argmin_ms, end.ms_since(update_start), total};
       ahead = queues_ahead() && !updater_.moved();  // a move changed the centroids after it was queued
-      // changed_host_ counts the empty-cluster moves of the iteration before too: they change labels.
-      if (detail::end_iteration(result, params_, it, times, inertia, shift, changed_host_[0], tol_scaled_)) break;
+      // The changes count the empty-cluster moves of the iteration before too: they change labels.
+      const unsigned long long changed = counts_changes ? inertia_sum_.changes() : 0;
+      if (detail::end_iteration(result, params_, it, times, inertia, shift, changed, tol_scaled_)) break;
     }
     // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the
     // inertia from direct differences, whatever precision the assignment's distances had.
@@ -853,12 +852,10 @@ class Lloyd {
   DeviceBuffer<std::int32_t> labels_ahead_;
   DeviceBuffer<C> mindist_ahead_;
   DeviceBuffer<int> counts_ahead_;
-  DeviceBuffer<unsigned long long> changed_;
-  PinnedBuffer<unsigned long long> changed_host_;
   DeviceBuffer<double> weights_;
   Assigner<T> assign_;
   detail::Updater<T> updater_;
-  detail::AsyncSum inertia_sum_;
+  detail::AsyncSum inertia_sum_;  // and the changed labels
   DeviceBuffer<C> xt_;  // X column-major, when Params::column_copy applies
   std::unique_ptr<detail::SumGuard<T>> sum_guard_;  // Params::protect
   bool one_pass_ = false;          // the assignment forms the update's sums (Result::one_pass)

@@ -578,6 +578,40 @@ TEST_F(KmeansGpu, DeviceSumsMatchTheHostInDouble) {
   }
 }
 
+/// The iteration's statistics in one pass: the (weighted) sum as sum_into gives it alone, and how many
+/// labels changed, on one block and on two passes (counts that are not multiples of a block's share).
+TEST_F(KmeansGpu, DeviceSumCountsTheChangedLabelsInTheSamePass) {
+  for (const std::int64_t count : {std::int64_t(1), std::int64_t(7), std::int64_t(8193), std::int64_t(1000003)}) {
+    const auto size = static_cast<std::size_t>(count);
+    const auto v = testing::random_nonzero<float>(size, 52);
+    const auto w = testing::random_nonzero<double>(size, 53);
+    std::vector<std::int32_t> now(size), before(size);
+    long long want_changes = 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      now[i] = static_cast<std::int32_t>((i * 7919) % 1021);
+      before[i] = (i % 3 == 0 || i % 11 == 5) ? now[i] + 1 : now[i];
+      want_changes += now[i] != before[i];
+    }
+    DeviceBuffer<float> dv(v);
+    DeviceBuffer<double> dw(w);
+    DeviceBuffer<std::int32_t> dnow(now), dbefore(before);
+    for (const double* weights : {static_cast<const double*>(nullptr), static_cast<const double*>(dw.data())}) {
+      DeviceBuffer<double> alone(detail::kSumScratch), both(detail::kSumScratch);
+      alone.copy_from(std::vector<double>(detail::kSumScratch, NAN));
+      both.copy_from(std::vector<double>(detail::kSumScratch, NAN));
+      detail::sum_into(dv.data(), count, alone.data(), shared_context().stream(), weights);
+      detail::sum_into(dv.data(), count, both.data(), shared_context().stream(), weights, dnow.data(), dbefore.data());
+      const std::vector<double> a = alone.to_host(), b = both.to_host();
+      EXPECT_EQ(a[0], b[0]) << "count " << count << (weights ? ", weighted" : "");
+      EXPECT_EQ(double(want_changes), b[1]) << "count " << count << (weights ? ", weighted" : "");
+    }
+    detail::AsyncSum async;
+    async.queue(dv.data(), count, shared_context().stream(), nullptr, dnow.data(), dbefore.data());
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(shared_context().stream()));
+    EXPECT_EQ(static_cast<unsigned long long>(want_changes), async.changes()) << "count " << count;
+  }
+}
+
 /// Also over several iterations: the move in the first one changes the centroids after fit has queued the
 /// second iteration's assignment, which must then be done again on the moved centroids.
 TEST_F(KmeansGpu, EmptyClusterMovesToTheFarthestPoint) {
