@@ -377,6 +377,8 @@ class Updater {
                      const C* old_c, C* new_c, cudaStream_t stream, cudaEvent_t means_done = nullptr);
   /// Queues new_c = sums / counts (or weight sums; old_c where a count is 0) and the shift into shift_.
   void means_and_shift(const int* counts, const C* old_c, C* new_c, cudaStream_t stream);
+  /// Blocks of the means' kernel: each leaves its part of the shift in block_shifts_.
+  unsigned means_blocks() const;
 
   std::int64_t n_, d_, k_;
   int vec_ = 1;
@@ -393,8 +395,8 @@ class Updater {
   DeviceBuffer<unsigned long long> sums_;         ///< [2][k][d]: high, then low words
   DeviceBuffer<unsigned long long> weight_sums_;  ///< [2][k]
   DeviceBuffer<double> scale_;                    ///< [2][d]: each column's scale, then its inverse
-  DeviceBuffer<double> shift_parts_;              ///< [k][d]
-  AsyncSum shift_;                                ///< sum of shift_parts_
+  DeviceBuffer<double> block_shifts_;             ///< [means_blocks()]: the squared shifts' sums per block
+  AsyncSum shift_;                                ///< sum of block_shifts_
   DeviceBuffer<int> counts_;                      ///< the counts after empty-cluster moves
   PinnedBuffer<int> counts_host_;                 ///< the counts of the assignment, copied back asynchronously
 };
