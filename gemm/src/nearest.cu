@@ -163,6 +163,11 @@ struct Params {
   /// combines the shares).
   unsigned long long* keys;
   float* second;
+  /// With one share and no second best: each point's label and distance written here directly
+  /// (write_result, as finish_kernel would), not its key. Null: keys.
+  std::int32_t* labels;
+  float* sq_distances;
+  const float* x_sq_norms;
   int tiles_per_split;
   double* row_sums;  ///< per point: += the sum of its cross terms (null: not wanted)
   std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
@@ -180,6 +185,18 @@ __device__ __forceinline__ std::uint32_t ordered_bits(float v) {
 }
 __device__ __forceinline__ float from_ordered_bits(std::uint32_t o) {
   return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
+}
+
+/// Point o's label and distance from its least key (all ones: no key, label 0 and distance NaN): the
+/// distance ||x||^2 + the key's ||c||^2 - 2 x.c, clamped at 0.
+__device__ void write_result(std::int64_t o, unsigned long long key, const float* __restrict__ x_sq_norms,
+                             std::int32_t* __restrict__ labels, float* __restrict__ sq_distances) {
+  const bool none = key == ~0ull;
+  if (labels) labels[o] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
+  if (sq_distances) {
+    const float v = x_sq_norms[o] + (none ? NAN : from_ordered_bits(static_cast<std::uint32_t>(key >> 32)));
+    sq_distances[o] = v > 0.f ? v : (v == v ? 0.f : v);
+  }
 }
 
 /// (v, j) < (bv, bj) lexicographically: the smaller distance, then the lower index.
@@ -764,8 +781,10 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       }
     }
     const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * p.n + row0 + r;
-    p.keys[at] = bj == INT_MAX ? ~0ull
-                               : (static_cast<unsigned long long>(ordered_bits(bv)) << 32) | static_cast<std::uint32_t>(bj);
+    const unsigned long long key =
+        bj == INT_MAX ? ~0ull : (static_cast<unsigned long long>(ordered_bits(bv)) << 32) | static_cast<std::uint32_t>(bj);
+    if (p.labels || p.sq_distances) write_result(row0 + r, key, p.x_sq_norms, p.labels, p.sq_distances);
+    else p.keys[at] = key;
     if (kSecond) p.second[at] = sv;
     if (kRowSums) {
       double rs = 0;
@@ -833,18 +852,6 @@ __device__ bool certified(double x_sq, float best, float second, const Certifica
   const double near = sqrt(fmax(x_sq + best + shift + e, 0.0));
   const double far = sqrt(fmax(x_sq + static_cast<double>(second) + shift - e, 0.0));
   return far - near > 2 * r * (1 + 0x1p-10) + 0x1p-100;
-}
-
-/// Point o's label and distance from its least key (all ones: no key, label 0 and distance NaN): the
-/// distance ||x||^2 + the key's ||c||^2 - 2 x.c, clamped at 0.
-__device__ void write_result(std::int64_t o, unsigned long long key, const float* __restrict__ x_sq_norms,
-                             std::int32_t* __restrict__ labels, float* __restrict__ sq_distances) {
-  const bool none = key == ~0ull;
-  if (labels) labels[o] = none ? 0 : static_cast<std::int32_t>(key & 0xffffffffu);
-  if (sq_distances) {
-    const float v = x_sq_norms[o] + (none ? NAN : from_ordered_bits(static_cast<std::uint32_t>(key >> 32)));
-    sq_distances[o] = v > 0.f ? v : (v == v ? 0.f : v);
-  }
 }
 
 /// Labels and distances from the keys of `shares` shares of the centre tiles ([share][m]): the least key,
@@ -1145,9 +1152,10 @@ CUtensorMap stage_map(const void* base, std::int64_t d, std::int64_t rows, std::
 template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
 void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
                    const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys,
-                   float* second, double* row_sums = nullptr) {
+                   float* second, double* row_sums = nullptr, bool direct = false) {
   using R = Ring<T, kExact>;
   Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
+           direct ? a.labels : nullptr, direct ? a.sq_distances : nullptr, a.x_sq_norms,
            static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
            a.fault_col, a.fault_bit, a.fault_values};
   // wgmma takes one product per term, and the three exact ones unless row sums are asked for: they sum by
@@ -1194,14 +1202,16 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
 template <class T, bool kExact, bool kSecond>
 void launch_with_outputs(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
                          const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys,
-                         float* second, double* row_sums, bool fault) {
+                         float* second, double* row_sums, bool fault, bool direct = false) {
   if (!row_sums) {
-    launch_kernel<T, kExact, false, false, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second);
+    launch_kernel<T, kExact, false, false, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second, nullptr, direct);
     return;
   }
   SKINNY_CUDA_TRY(cudaMemsetAsync(row_sums, 0, static_cast<std::size_t>(m) * sizeof(double), ctx.stream()));
-  if (fault) launch_kernel<T, kExact, true, true, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second, row_sums);
-  else launch_kernel<T, kExact, true, false, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second, row_sums);
+  if (fault)
+    launch_kernel<T, kExact, true, true, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second, row_sums, direct);
+  else
+    launch_kernel<T, kExact, true, false, kSecond>(ctx, a, x, ldx, m, c, cn, split, keys, second, row_sums, direct);
 }
 
 void finish(Context& ctx, const unsigned long long* keys, std::int64_t shares, std::int64_t m, const std::int32_t* rows,
@@ -1289,9 +1299,12 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
   prepare_parts<T, kExact>(ctx, a, parts, nullptr);
   // One product per term compares distances to the centres as rounded (centre_parts_kernel).
   const float* cn = kExact ? a.c_sq_norms : parts.rounded_sq_norms;
+  // One share: the kernel writes the labels and distances itself (finish_kernel read and wrote them again:
+  // 8 us at 1M points).
+  const bool direct = split.shares == 1;
   launch_with_outputs<T, kExact, false>(ctx, a, a.x, ldx, a.n, parts, cn, split, keys, nullptr, a.row_sums,
-                                        a.fault_row >= 0);
-  finish(ctx, keys, split.shares, a.n, nullptr, a);
+                                        a.fault_row >= 0, direct);
+  if (!direct) finish(ctx, keys, split.shares, a.n, nullptr, a);
   if (a.rechecked_count) *a.rechecked_count = 0;
   if (a.row_sums_one_product) *a.row_sums_one_product = !kExact;
 }
