@@ -55,7 +55,8 @@
 //    The minimum per row (ties: the lowest column) is combined over the lane quad by shuffles and kept
 //    per warp column in shared memory. At the end each block stores, per row, its (ordered value, column)
 //    for its share of the centres; finish_kernel takes the least over the shares, so the result does not
-//    depend on the order blocks finish in.
+//    depend on the order blocks finish in. With one share and no certificate the block writes the labels
+//    and distances itself.
 //  * Math::exact by ExactMethod::fast_then_recheck: the one-product kernel also keeps each point's second
 //    smallest distance. A point whose best two differ by more than twice a bound on the one-product error
 //    (from ||x||, the centres' own rounding and the arithmetic: CertificateBound) has the exact argmin's
