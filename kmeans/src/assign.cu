@@ -1,5 +1,6 @@
 // Norms, the fused argmin + inertia + counts of the assignment step, and small reductions.
 #include "detail.hpp"
+#include "block_sum.cuh"
 #include "column_pieces.cuh"
 #include "element.cuh"
 #include "protect.hpp"
@@ -341,13 +342,8 @@ __global__ void __launch_bounds__(kThreads) block_column_totals_kernel(const T* 
     }
     totals[b * d + j] = s;
   }
-  part[threadIdx.x] = sq;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) norms[b] = part[0];
+  const double norm = block_tree_sum<kThreads>(sq, part);
+  if (threadIdx.x == 0) norms[b] = norm;
 }
 
 /// Few centroids: one thread per point reads its k cross terms itself (no shuffles, no idle lanes).
@@ -494,20 +490,10 @@ __global__ void __launch_bounds__(kSumThreads) block_sums_kernel(const T* __rest
     s += weights ? static_cast<double>(values[i]) * weights[i] : static_cast<double>(values[i]);
     if (now) changed += now[i] != before[i];
   }
-  const auto block_total = [&](double v) {
-    __syncthreads();  // part's last reader is done
-    part[threadIdx.x] = v;
-    for (int half = kSumThreads / 2; half > 0; half /= 2) {
-      __syncthreads();
-      if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-    }
-    __syncthreads();
-    return part[0];
-  };
-  const double total = block_total(s);
+  const double total = block_tree_sum<kSumThreads>(s, part);
   if (threadIdx.x == 0) out[blockIdx.x] = total;
   if (now) {
-    const double changes = block_total(changed);  // integers below 2^53: exact
+    const double changes = block_tree_sum<kSumThreads>(static_cast<double>(changed), part);  // below 2^53: exact
     if (threadIdx.x == 0) out[gridDim.x + blockIdx.x] = changes;
   }
 }

@@ -1,6 +1,7 @@
 // The checks of Params::protect (protect.hpp): the checksum centroid and the scale M of the distance
 // bound, the exact column-total check of the centroid sums, and the bit flips of fault injection.
 #include "detail.hpp"
+#include "block_sum.cuh"
 #include "protect.hpp"
 
 #include <skinny/gemm/bit_flip.hpp>
@@ -80,17 +81,8 @@ __global__ void checksum_row(const double* __restrict__ part, std::int64_t piece
     ss += static_cast<double>(rounded) * static_cast<double>(rounded);
   }
   for (std::int64_t i = threadIdx.x; i < k; i += kThreads) cs += static_cast<double>(cnorm[i]);
-  s_sq[threadIdx.x] = ss;
-  c_sq[threadIdx.x] = cs;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      s_sq[threadIdx.x] += s_sq[threadIdx.x + half];
-      c_sq[threadIdx.x] += c_sq[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *scale = sqrt(c_sq[0]) + sqrt(s_sq[0]);
+  const double s_total = block_tree_sum<kThreads>(ss, s_sq), c_total = block_tree_sum<kThreads>(cs, c_sq);
+  if (threadIdx.x == 0) *scale = sqrt(c_total) + sqrt(s_total);
 }
 
 /// The 128-bit value of a (high, low) pair of sum words (fixed_point.hpp: signed high * 2^32 + low).
@@ -112,15 +104,10 @@ __global__ void __launch_bounds__(kThreads) compare_column_totals(const u64* __r
   __int128 s = 0;
   for (std::int64_t c = threadIdx.x; c < k; c += kThreads)
     s += j < d ? wide_value(hi[c * d + j], lo[c * d + j]) : wide_value(w_hi[c], w_lo[c]);
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-    __syncthreads();
-  }
+  const __int128 sum = block_tree_sum<kThreads>(s, part);
   // totals: [hi][d], [lo][d], then the weights' hi, lo.
   const __int128 t = j < d ? wide_value(totals[j], totals[d + j]) : wide_value(totals[2 * d], totals[2 * d + 1]);
-  if (threadIdx.x == 0 && part[0] != t) atomicAdd(mismatches, 1);
+  if (threadIdx.x == 0 && sum != t) atomicAdd(mismatches, 1);
 }
 
 }  // namespace

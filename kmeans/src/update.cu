@@ -14,6 +14,7 @@
 //    another, into registers.
 // Every way gives the same integers, however the rows were shared out.
 #include "detail.hpp"
+#include "block_sum.cuh"
 #include "element.cuh"
 #include "fixed_point.hpp"
 
@@ -507,12 +508,8 @@ __global__ void __launch_bounds__(kMeansThreads) means_kernel(
     const double delta = static_cast<double>(value) - static_cast<double>(old_c[idx]);
     shift += delta * delta;
   }
-  part[threadIdx.x] = shift;
-  for (int half = kMeansThreads / 2; half > 0; half /= 2) {
-    __syncthreads();
-    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
-  }
-  if (threadIdx.x == 0) block_shifts[blockIdx.x] = part[0];
+  const double block_shift = block_tree_sum<kMeansThreads>(shift, part);
+  if (threadIdx.x == 0) block_shifts[blockIdx.x] = block_shift;
 }
 
 template <class U>
