@@ -113,8 +113,9 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
   app.add_option("--math", o.math,
                  "exact: labels of an exact float argmin (where distances are fused with the argmin: one product "
                  "per cross term, each point's label certified or its distances redone at float accuracy, 3xTF32 "
-                 "or three exact 16-bit products); fast: one product per cross term there (TF32 for float, the "
-                 "centroids rounded to half/bf16 for 16-bit data; near-ties can pick the other centre)")
+                 "or three exact 16-bit products); fast: one product per cross term there (float: half products on a "
+                 "half copy of X where half holds it, else TF32; 16-bit data: the centroids rounded to half/bf16; "
+                 "near-ties can pick the other centre)")
       ->check(CLI::IsMember({"exact", "fast"}))->capture_default_str();
   app.add_option("--iters", o.iters, "Lloyd iterations at most")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--tol", o.tol,

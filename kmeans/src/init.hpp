@@ -11,6 +11,8 @@
 
 namespace skinny::kmeans::detail {
 
+struct HalfRows;
+
 using InitProgressFn = std::function<void(const InitProgress&)>;
 
 /// Centres chosen between two progress reports of k-means++ and of the k-means|| reduction.
@@ -46,10 +48,12 @@ enum class Reduction { automatic, greedy, weighted_sample };
 /// candidates weighted by the points nearest to each; reduced to k (greedy weighted k-means++, or a
 /// weighted sample for very many), or topped up with distinct random points when fewer than k came out.
 /// `xnorm` holds ||x_i||^2. `progress` (may be empty) hears every round and every kInitProgressEvery
-/// centres of the reduction.
+/// centres of the reduction. `half`: a half copy of float x the sampling rounds may read (half_rows.hpp;
+/// without one they make their own where they can).
 template <class T>
 void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                           std::uint64_t seed, double oversampling, int rounds, const T* xnorm, T* c,
-                          const InitProgressFn& progress = {}, Reduction reduction = Reduction::automatic);
+                          const InitProgressFn& progress = {}, Reduction reduction = Reduction::automatic,
+                          const HalfRows* half = nullptr);
 
 }  // namespace skinny::kmeans::detail

@@ -4,6 +4,7 @@
 // index order, sums in fixed orders, integer counts.
 #include "detail.hpp"
 #include "init.hpp"
+#include "half_rows.hpp"
 #include "init_parallel_rules.hpp"
 
 #include <skinny/gemm/device_buffer.hpp>
@@ -81,70 +82,35 @@ __global__ void merge_nearest_kernel(const std::int32_t* __restrict__ new_label,
     }
 }
 
-/// The range of the largest |x| for which a half copy of X serves the sampling rounds: at most 32768 (half's
-/// largest finite value is 65504; the margin keeps the centres, rounded from the same points, finite too)
-/// and at least 2^-8 (smaller data would lie among half's subnormals, with less than TF32's precision).
-constexpr float kHalfSamplingMax = 32768.0f, kHalfSamplingMin = 1.0f / 256;
-
-/// dst = the n x d values x rounded to half, in rows of ld >= d (zeros past d: they add nothing to
-/// products or norms), and the largest |x| into *max_bits (the bits of a non-negative float order like
-/// the float: an integer atomicMax, the same whatever the order).
-__global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t n, std::int64_t d, std::int64_t ld,
-                                 __half* __restrict__ dst, unsigned* max_bits) {
-  float largest = 0;
-  for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n * ld;
-       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = ld == d ? 0 : e / ld, col = e - row * ld;  // no division where rows are whole
-    const float v = ld == d ? x[e] : col < d ? x[row * d + col] : 0.0f;
-    dst[e] = __float2half_rn(v);
-    largest = fmaxf(largest, fabsf(v));
-  }
-  for (int off = 16; off > 0; off >>= 1) largest = fmaxf(largest, __shfl_xor_sync(kFullMask, largest, off));
-  if (threadIdx.x % 32 == 0) atomicMax(max_bits, __float_as_uint(largest));
-}
-
 /// The points as the sampling rounds' distances read them, in one product a term (Math::fast: D^2
 /// sampling needs the distances' sizes, not their last bits). gemm::nearest reads rows of whole 16-byte
 /// copies, and its fused kernel takes a fraction of the time of a distance GEMM and an argmin over an
 /// n x m matrix (1M points, d = 7, k = 1024, H200: 6.8 against 45 ms for the five rounds). In order of
 /// preference:
-/// - a half copy of float X, rows padded to 8 halves, and their squared norms: half products on the
-///   tensor cores take about two thirds of TF32's time (1M x 128, 2048 centres, H100: 1.87 against
-///   2.96 ms) and keep the same 11-bit significands, rounded where TF32 truncates. Not where the largest
-///   |x| lies outside [kHalfSamplingMin, kHalfSamplingMax];
+/// - a half copy of float X (half_rows.hpp): the caller's (fast mode's Lloyd iterations read one too), or
+///   one made here where its range and free memory allow;
 /// - X itself in TF32, where its rows are whole copies (d a multiple of 4);
-/// - a float copy of X with rows padded to 4 floats (their norms are X's), in TF32.
-/// Each copy only where it leaves the library's usual headroom free (available_device_memory); with
-/// none, the rounds take the distance GEMM and the argmin.
+/// - a float copy of X with rows padded to 4 floats (their norms are X's), in TF32, where it fits in the
+///   library's free memory (available_device_memory).
+/// With none, the rounds take the distance GEMM and the argmin.
 struct SamplingRows {
-  DeviceBuffer<__half> half;
-  DeviceBuffer<float> half_norms;
+  HalfRows own_half;
+  const HalfRows* given_half = nullptr;
   DeviceBuffer<float> padded;
-  std::int64_t ld = 0;  ///< the copy's row length (half or padded)
+  std::int64_t ld = 0;  ///< the padded copy's row length
+  /// The half copy the rounds read, or null.
+  const HalfRows* half() const { return given_half != nullptr ? given_half : own_half.empty() ? nullptr : &own_half; }
 };
 
-SamplingRows sampling_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
+SamplingRows sampling_rows(const float* x, std::int64_t n, std::int64_t d, const HalfRows* given,
+                           cudaStream_t stream) {
   SamplingRows rows;
-  const std::int64_t ldh = nearest_row<__half>(d);
-  if (static_cast<std::size_t>(n) * static_cast<std::size_t>(ldh * 2 + 4) <= available_device_memory()) {
-    rows.half = DeviceBuffer<__half>(static_cast<std::size_t>(n * ldh));
-    DeviceBuffer<unsigned> max_bits(1);
-    SKINNY_CUDA_TRY(cudaMemsetAsync(max_bits.data(), 0, max_bits.bytes(), stream));
-    half_copy_kernel<<<grid_for(n * ldh), kThreads, 0, stream>>>(x, n, d, ldh, rows.half.data(), max_bits.data());
-    SKINNY_CHECK_LAUNCH();
-    unsigned bits = 0;
-    SKINNY_CUDA_TRY(cudaMemcpyAsync(&bits, max_bits.data(), sizeof bits, cudaMemcpyDeviceToHost, stream));
-    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-    float largest;
-    std::memcpy(&largest, &bits, sizeof largest);
-    if (largest >= kHalfSamplingMin && largest <= kHalfSamplingMax) {
-      rows.half_norms = DeviceBuffer<float>(static_cast<std::size_t>(n));
-      row_sq_norms(rows.half.data(), n, ldh, rows.half_norms.data(), stream);  // the zeros add nothing
-      rows.ld = ldh;
-      return rows;
-    }
-    rows.half = DeviceBuffer<__half>();
+  if (given != nullptr && !given->empty()) {
+    rows.given_half = given;
+    return rows;
   }
+  rows.own_half = half_rows(x, n, d, stream);
+  if (!rows.own_half.empty()) return rows;
   const std::int64_t ldf = nearest_row<float>(d);
   if (ldf != d && static_cast<std::size_t>(n * ldf) * sizeof(float) <= available_device_memory()) {
     rows.padded = padded_rows(x, n, d, ldf, stream);
@@ -175,11 +141,11 @@ void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, c
     a.labels = labels;
     a.sq_distances = dist;
     a.math = gemm::Math::fast;
-    if (rows.half.size() > 0) {
-      a.x = rows.half.data();
+    if (const HalfRows* half = rows.half(); half != nullptr) {
+      a.x = half->rows.data();
       a.x_type = gemm::Element::f16;
-      a.ldx = rows.ld;
-      a.x_sq_norms = rows.half_norms.data();
+      a.ldx = half->ld;
+      a.x_sq_norms = half->sq_norms.data();
     } else if (rows.padded.size() > 0) {
       a.x = rows.padded.data();
       a.ldx = rows.ld;
@@ -735,7 +701,7 @@ void weighted_sample(const int* w, std::int64_t m, std::int64_t k, std::uint64_t
 template <class T>
 void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                           std::uint64_t seed, double oversampling, int rounds, const T* xnorm, T* c,
-                          const InitProgressFn& progress, Reduction reduction) {
+                          const InitProgressFn& progress, Reduction reduction, const HalfRows* half) {
   const auto start = std::chrono::steady_clock::now();
   const cudaStream_t stream = ctx.stream();
   const double l = oversampling * double(k);
@@ -744,7 +710,7 @@ void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t
   // Per point: squared distance to the nearest candidate and its index; that of this round's.
   DeviceBuffer<T> d2(N), new_dist(N);
   SamplingRows sampling;
-  if constexpr (std::is_same_v<T, float>) sampling = sampling_rows(x, n, d, stream);
+  if constexpr (std::is_same_v<T, float>) sampling = sampling_rows(x, n, d, half, stream);
   DeviceBuffer<std::int32_t> label(N), new_label(N);
   DeviceBuffer<unsigned char> is_candidate(N);
   DeviceBuffer<std::int64_t> cand_idx(N);  // candidates' point indices, in the order they were sampled
@@ -842,8 +808,10 @@ void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t
 }
 
 template void init_kmeans_parallel(Context&, const float*, std::int64_t, std::int64_t, std::int64_t, std::uint64_t,
-                                   double, int, const float*, float*, const InitProgressFn&, Reduction);
+                                   double, int, const float*, float*, const InitProgressFn&, Reduction,
+                                   const HalfRows*);
 template void init_kmeans_parallel(Context&, const double*, std::int64_t, std::int64_t, std::int64_t, std::uint64_t,
-                                   double, int, const double*, double*, const InitProgressFn&, Reduction);
+                                   double, int, const double*, double*, const InitProgressFn&, Reduction,
+                                   const HalfRows*);
 
 }  // namespace skinny::kmeans::detail

@@ -1,6 +1,7 @@
 // fit() and predict(): validation at the boundary, then the Lloyd loop on one stream.
 #include "detail.hpp"
 #include "element.cuh"
+#include "half_rows.hpp"
 #include "init.hpp"
 #include "lloyd_hooks.hpp"
 #include "protect.hpp"
@@ -164,8 +165,54 @@ std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math m
 }
 
 /// How the assignment reaches gemm::nearest: not at all (a GEMM through the backend, then the argmin), on
-/// X's rows in their own type (X itself or its padded copy), or on 16-bit rows widened to float.
-enum class NearestRoute { none, native, widened };
+/// X's rows in their own type (X itself or its padded copy), on 16-bit rows widened to float, or (fast mode,
+/// float points) on a half copy of X.
+enum class NearestRoute { none, native, widened, half_copy };
+
+/// SKINNY_KMEANS_HALF_COPY=0 in the environment keeps fast mode's float points in TF32 (for comparisons).
+bool half_copy_switched_off() {
+  const char* value = std::getenv("SKINNY_KMEANS_HALF_COPY");
+  return value != nullptr && std::string(value) == "0";
+}
+
+/// Whether fast mode multiplies float points on a half copy of X (half_rows.hpp), as far as the shape tells:
+/// float points, Math::fast, Algo::automatic, no Params::protect (its checks are calibrated on TF32's
+/// rounding), `copy_allowed`, and a shape where the fused kernel takes float points or where the TF32 GEMM
+/// would (route_rules.hpp: the half products beat both), which gemm::nearest can run on half rows. Whether
+/// X's range and the free memory allow the copy is the data's to say (half_rows).
+template <class T>
+bool half_copy_candidate(const Context& ctx, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
+                         gemm::Math math, bool copy_allowed, bool protect) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (backend != gemm::Algo::automatic || math != gemm::Math::fast || protect || !copy_allowed ||
+        half_copy_switched_off() || k < fused_min_clusters(ctx, d, math, protect))
+      return false;
+    gemm::NearestArguments a;
+    a.x = placeholder<__half>();
+    a.x_type = gemm::Element::f16;
+    a.ldx = detail::nearest_row<__half>(d);
+    a.n = n;
+    a.d = d;
+    a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
+    a.k = k;
+    a.labels = placeholder<std::int32_t>();
+    return static_cast<bool>(gemm::nearest_can_implement(ctx, a));
+  }
+}
+
+/// The half copy fast mode reads for these float points (half_copy_candidate, then the data's range and the
+/// free memory), or an empty one.
+template <class T>
+detail::HalfRows fast_half_rows(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                                gemm::Algo backend, gemm::Math math, bool protect) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (half_copy_candidate<T>(ctx, n, d, k, backend, math, true, protect))
+      return detail::half_rows(x, n, d, ctx.stream());
+  }
+  return {};
+}
 
 /// The route for this problem, decided once (it asks the device for free memory): gemm::nearest for float
 /// or 16-bit data, the automatic backend, enough clusters (any number for 16-bit data, which has no faster
@@ -238,11 +285,14 @@ struct Assigner {
   std::int64_t n, d, k;
   gemm::Algo backend;
   gemm::Math math;
+  /// Fast mode's half copy of float X, made once here where it serves (fast_half_rows); else empty.
+  detail::HalfRows half;
   NearestRoute route;  ///< decided once; fused(), native() and `few` follow from it
   bool fused() const { return route != NearestRoute::none; }
   /// The fused kernel reads the points in their own type (float, or 16-bit without a widened copy): X
   /// itself, or `padded`, X with its rows padded to whole 16-byte copies, made once here; ldn: their stride.
   bool native() const { return route == NearestRoute::native; }
+  bool half_copy() const { return route == NearestRoute::half_copy; }
   DeviceBuffer<T> padded;
   std::int64_t ldn = 0;
   std::int64_t rows;  ///< per chunk
@@ -274,8 +324,8 @@ struct Assigner {
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m),
-        route(nearest_route(c, x_, n_, d_, k_, b, m, true, protect)),
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), half(fast_half_rows(c, x_, n_, d_, k_, b, m, protect)),
+        route(half.empty() ? nearest_route(c, x_, n_, d_, k_, b, m, true, protect) : NearestRoute::half_copy),
         few(!protect && few_clusters_assignment(c, x_, d_, k_, b, m, route)) {
     const bool tf32 = rounds_to_tf32();  // asks gemm::choose once: the chunks and the check's bound follow it
     ldn = d;
@@ -283,7 +333,7 @@ struct Assigner {
       ldn = detail::nearest_row<T>(d);
       padded = detail::padded_rows(x, n, d, ldn, c.stream());
     }
-    if (few || native()) {
+    if (few || native() || half_copy()) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
       rows = fused() ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
@@ -487,7 +537,13 @@ struct Assigner {
                      C* mindist, bool faulty) {
     if constexpr (!std::is_same_v<C, double>) {
       gemm::NearestArguments na;
-      if (native()) {
+      na.x_sq_norms = xnorm + r0;
+      if (half_copy()) {  // its norms are the copy's: the distances are those of the points it holds
+        na.x = half.rows.data() + r0 * half.ld;
+        na.x_type = gemm::Element::f16;
+        na.ldx = half.ld;
+        na.x_sq_norms = half.sq_norms.data() + r0;
+      } else if (native()) {
         na.x = (padded.size() > 0 ? padded.data() : x) + r0 * ldn;
         na.x_type = element_of<T>();
         na.ldx = ldn;
@@ -500,7 +556,6 @@ struct Assigner {
       na.d = d;
       na.c = c;
       na.k = k;
-      na.x_sq_norms = xnorm + r0;
       na.c_sq_norms = cnorm;
       na.labels = labels + r0;
       na.sq_distances = mindist + r0;
@@ -736,8 +791,10 @@ class Lloyd {
         break;
       case Init::kmeans_parallel:
       case Init::automatic:  // resolved to one of the others
+        // The sampling rounds read fast mode's half copy where it holds these points.
         detail::init_kmeans_parallel(ctx_, x, rows, d_, k_, seed, params_.init_oversampling, params_.init_rounds,
-                                     norms, c_.data(), params_.init_progress);
+                                     norms, c_.data(), params_.init_progress, detail::Reduction::automatic,
+                                     static_cast<const void*>(x) == x_ && rows == n_ ? &assign_.half : nullptr);
         break;
     }
   }
@@ -915,6 +972,11 @@ template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
+  if constexpr (std::is_same_v<T, float>) {
+    if (half_copy_candidate<T>(ctx, n, d, k, backend, math, true, false) &&
+        detail::half_rows_possible(x, n, d, ctx.stream()))
+      return "nearest (fast, half copy)";
+  }
   const NearestRoute route = nearest_route(ctx, x, n, d, k, backend, math);
   if (few_clusters_assignment(ctx, x, d, k, backend, math, route)) return "few-clusters";
   if (route != NearestRoute::none) return math == gemm::Math::fast ? "nearest (fast)" : "nearest";

@@ -49,7 +49,10 @@ inline std::int64_t fused_min_float_clusters(std::int64_t d, gemm::Math math, bo
 /// 16.0, k = 8192 51.0 / 63.5; d = 1024, k = 8192 78.9 / 123.0; d = 4096, k = 1024 31.2 / 67.7 (grid at
 /// 82e8b0e). A PyTorch Lloyd on TF32 (H200, bench/results/h200/2026-11-27_tf32-gemm): 12.8, 47.1, 73.9, 56.0.
 /// The fused kernel stays ahead with fewer clusters or dimensions: d = 512, k = 1024 7.5 against PyTorch's
-/// 8.4; d = 4096, k = 128 12.7 against 29.5; d = 128, k = 8192 15.5 against 31.0.
+/// 8.4; d = 4096, k = 128 12.7 against 29.5; d = 128, k = 8192 15.5 against 31.0. Where fast mode reads a
+/// half copy of X (lloyd.cu: half_copy_candidate), the fused kernel's half products beat this route: H200,
+/// 2^20 points, d = 512, k = 8192, 16-bit products 14.1 ms of distances against 44.9 ms per iteration here
+/// (bench/results/h200/2026-11-29_fast-half-copy).
 constexpr std::int64_t kTf32GemmMinDims = 512;
 constexpr std::int64_t kTf32GemmMinClusters = 1024;
 constexpr std::int64_t kTf32GemmMinTerms = std::int64_t(1) << 20;  // k d

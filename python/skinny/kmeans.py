@@ -57,9 +57,12 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     math : {"exact", "fast"}, default "exact"
         "exact": labels as an exact float argmin gives them. "fast": one product per cross term where
         the distances are fused with the argmin (many clusters) or computed by cuBLAS (float data with
-        d >= 512 and k >= 1024, or ``backend="cublas"``): TF32 for float data (about 3x less
-        tensor-core work), the centroids rounded to float16 / bfloat16 for 16-bit data (about 3x less);
-        a sample whose two nearest centres nearly tie can take the other one.
+        d >= 512 and k >= 1024 where X's values exceed float16's range, or ``backend="cublas"``): for
+        float data float16 products on a float16 copy of X made once per fit (where its largest |x|
+        lies in [2^-8, 32768] and the copy fits in GPU memory: the 11 significant bits of TF32,
+        rounded to nearest, in two thirds of TF32's time), else TF32; the centroids rounded to
+        float16 / bfloat16 for 16-bit data (about 3x less tensor-core work than exact); a sample whose
+        two nearest centres nearly tie can take the other one.
     stop_when_stable : bool, default True
         Stop when an iteration changes no label. False (with ``tol=0``) runs exactly ``max_iter``
         iterations, for timing (not in scikit-learn).

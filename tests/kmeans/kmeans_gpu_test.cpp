@@ -184,7 +184,8 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 128, 15, gemm::Algo::automatic));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 127, 16, gemm::Algo::automatic));
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, 2, 16, gemm::Algo::automatic));
-  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 7, 16, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ(0u, distance_method<float>(ctx, x.data(), n, 7, 16, gemm::Algo::automatic, gemm::Math::fast)
+                    .rfind("nearest (fast", 0));  // on a half copy or in TF32, as the data allows
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, 2, 15, gemm::Algo::automatic));
   // From the true centres (k-means++ may settle in a local optimum with 130 clusters, on any backend).
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 9);
@@ -215,18 +216,18 @@ Result<float> fast_fits_like_exact(const DeviceBuffer<float>& x, std::int64_t n,
   return fast;
 }
 
-/// Math::fast (one TF32 product in the fused kernel, from 32 clusters) fits like exact.
+/// Math::fast (one 16-bit product on a half copy of X in the fused kernel, from 32 clusters) fits like exact.
 TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   Context& ctx = shared_context();
   const std::int64_t n = 20011, d = 68;
   const int k = 200;
   DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 13);
-  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic, gemm::Math::fast));
-  EXPECT_NE("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic, gemm::Math::fast));
-  EXPECT_EQ(gemm::nearest_uses_wgmma(ctx), "nearest (fast)" == distance_method<float>(ctx, x.data(), 1000, 128, 16,
-                                                                                     gemm::Algo::automatic,
-                                                                                     gemm::Math::fast))
+  const std::string fast = "nearest (fast, half copy)";
+  EXPECT_EQ(fast, distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_NE(fast, distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ(gemm::nearest_uses_wgmma(ctx),
+            fast == distance_method<float>(ctx, x.data(), 1000, 128, 16, gemm::Algo::automatic, gemm::Math::fast))
       << "from 16 clusters where rows have 128 floats or more, on wgmma";
   EXPECT_EQ("few-clusters", distance_method<float>(ctx, x.data(), 10000, 128, 8, gemm::Algo::automatic, gemm::Math::fast))
       << "up to 8 clusters of 128 to 512 dimensions float reads X once";
@@ -236,15 +237,18 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   fast_fits_like_exact(x, n, d, truth, p);
 }
 
-/// Fast mode with many clusters of many dimensions (d >= 512, k >= 1024, k d >= 2^20) takes cuBLAS's TF32
-/// GEMM and the argmin instead of the fused kernel; it fits like exact, and protect's checks pass at the
-/// one-product bound.
+/// Fast mode with many clusters of many dimensions (d >= 512, k >= 1024, k d >= 2^20), on data that half
+/// cannot hold (largest |x| above 32768: no half copy), takes cuBLAS's TF32 GEMM and the argmin instead of
+/// the fused kernel; it fits like exact, and protect's checks pass at the one-product bound.
 TEST_F(KmeansGpu, FastMathTakesTheTf32GemmForLargeProblems) {
   Context& ctx = shared_context();
   const std::int64_t n = 3079, d = 1031;
   const int k = 1024;
   DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
-  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 19);
+  make_blobs<float>(ctx, x.data(), n, d, k, 19);
+  EXPECT_EQ("nearest (fast, half copy)",
+            distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::fast));
+  const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 19, 1000.0, 40000.0);
   EXPECT_EQ("cublas (tf32)", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::exact));
   EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, 511, 3000, gemm::Algo::automatic, gemm::Math::fast));
@@ -262,6 +266,76 @@ TEST_F(KmeansGpu, FastMathTakesTheTf32GemmForLargeProblems) {
   EXPECT_EQ(fast.labels, checked.labels);
   EXPECT_GE(checked.protection.rows_verified, n * checked.n_iter);
   EXPECT_EQ(0, checked.protection.distance_detections) << "a false alarm at the TF32 bound";
+}
+
+/// Fast mode's labels on the half copy, from predict at a fit's final centroids, against a double argmin on
+/// the host: a point may take another centre than the exact nearest only when that centre is within the
+/// one-product error of the best, 2^-9 (||x||^2 + the larger ||c||^2) (x and c each rounded to half's 11
+/// bits; the products' float sums add less). The route must be the half copy's for the check to mean it.
+void half_copy_labels_are_nearest_but_for_near_ties(std::int64_t n, std::int64_t d, int k, double center_box) {
+  Context& ctx = shared_context();
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, k, 23, 1.0, center_box);
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k);
+  ASSERT_EQ("nearest (fast, half copy)",
+            distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::automatic, gemm::Math::fast))
+      << where;
+  const std::vector<float> host = x.to_host();
+  Params p;
+  p.k = k;
+  p.max_iter = 4;
+  p.tol = 0;
+  p.math = gemm::Math::fast;
+  p.init = Init::given;
+  const Result<float> r = fit<float>(ctx, x.data(), n, d, p, first_points(host, k, d));
+  const std::vector<std::int32_t> labels = predict<float>(ctx, x.data(), n, d, r.centroids, k, gemm::Algo::automatic,
+                                                          gemm::Math::fast);
+  EXPECT_EQ(r.labels, labels) << where << ": fit's final labels and predict's";
+  const auto at = [&](const std::vector<float>& v, std::int64_t row, std::int64_t col) {
+    return double(v[static_cast<std::size_t>(row * d + col)]);
+  };
+  double max_c_sq = 0;
+  for (int j = 0; j < k; ++j) {
+    double s = 0;
+    for (std::int64_t c = 0; c < d; ++c) s += at(r.centroids, j, c) * at(r.centroids, j, c);
+    max_c_sq = std::max(max_c_sq, s);
+  }
+  std::int64_t differ = 0, beyond = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    double x_sq = 0, best = INFINITY, taken = 0;
+    for (std::int64_t c = 0; c < d; ++c) x_sq += at(host, i, c) * at(host, i, c);
+    for (int j = 0; j < k; ++j) {
+      double s = 0;
+      for (std::int64_t c = 0; c < d; ++c) s += (at(host, i, c) - at(r.centroids, j, c)) * (at(host, i, c) - at(r.centroids, j, c));
+      best = std::min(best, s);
+      if (j == labels[static_cast<std::size_t>(i)]) taken = s;
+    }
+    differ += taken > best;
+    beyond += taken - best > std::ldexp(x_sq + max_c_sq, -9);
+  }
+  EXPECT_EQ(0, beyond) << where << ": labels farther from the best than the one-product error";
+  EXPECT_LE(differ, n / 20) << where << ": " << differ << " labels are not the exact argmin's";
+}
+
+/// Fast mode on float points whose largest |x| lies in [2^-8, 32768] reads a half copy of X (odd shapes,
+/// padded rows, the sizes where the TF32 GEMM would otherwise be taken); outside that range, TF32.
+TEST_F(KmeansGpu, FastMathReadsAHalfCopyWhereHalfHoldsTheData) {
+  half_copy_labels_are_nearest_but_for_near_ties(2003, 1, 16, 10.0);
+  half_copy_labels_are_nearest_but_for_near_ties(1001, 3, 17, 10.0);
+  half_copy_labels_are_nearest_but_for_near_ties(4099, 33, 130, 10.0);
+  half_copy_labels_are_nearest_but_for_near_ties(3001, 130, 1000, 4.0);
+  half_copy_labels_are_nearest_but_for_near_ties(2100, 515, 2040, 4.0);  // where TF32 would take the GEMM
+  Context& ctx = shared_context();
+  const std::int64_t n = 1000, d = 64;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, 50, 3, 1e-4, 1e-3);  // largest |x| below 2^-8
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 50, gemm::Algo::automatic, gemm::Math::fast));
+  make_blobs<float>(ctx, x.data(), n, d, 50, 3, 1.0, 40000.0);  // above 32768
+  EXPECT_EQ("nearest (fast)", distance_method<float>(ctx, x.data(), n, d, 50, gemm::Algo::automatic, gemm::Math::fast));
+  make_blobs<float>(ctx, x.data(), n, d, 50, 3, 1.0, 100.0);
+  EXPECT_EQ("nearest (fast, half copy)",
+            distance_method<float>(ctx, x.data(), n, d, 50, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d, 50, gemm::Algo::automatic, gemm::Math::exact));
 }
 
 /// 16-bit X (__half, __nv_bfloat16): the same fit as float on the same (widened) values, from the same

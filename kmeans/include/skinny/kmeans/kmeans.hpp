@@ -114,11 +114,14 @@ struct Params {
   /// products' error can move them), and the uncertified points re-run in float accuracy (3xTF32, or
   /// for 16-bit data three exact 16-bit products); with few clusters, only the second (gemm::ExactMethod).
   /// The per-iteration inertia then carries the one-product error; the result's is from direct
-  /// differences either way. fast: one product there,
-  /// TF32 for float data, the centroids rounded to X's type for 16-bit data (about 3x less tensor-core
-  /// work; a point whose two nearest centres are within ~1e-3 relative of each other (float, half) or
-  /// ~1e-2 (bfloat16) can take the other one). Only the fused kernel (many clusters; any number for
-  /// 16-bit data outside the few-clusters kernels) computes differently; elsewhere both are exact.
+  /// differences either way. fast: one product there: for float data, half products on a half copy of
+  /// X made once per fit where its largest |x| lies in [2^-8, 32768] and the copy fits in free memory
+  /// (the 11 significant bits of TF32, rounded to nearest where TF32 truncates, in about two thirds of
+  /// its time; not with protect), else TF32; the centroids rounded to X's type for 16-bit data (about
+  /// 3x less tensor-core work than exact; a point whose two nearest centres are within ~1e-3 relative of
+  /// each other (float, half) or ~1e-2 (bfloat16) can take the other one). Only the fused kernel (many
+  /// clusters; any number for 16-bit data outside the few-clusters kernels) and the TF32 GEMM compute
+  /// differently; elsewhere both are exact.
   gemm::Math math = gemm::Math::exact;
   /// Keep a column-major copy of X (n x d more device memory, made once per fit) for the distance
   /// GEMM, which then reads X along points: the tall-skinny kernels stream that layout faster than
@@ -242,7 +245,8 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
 /// d >= 128 for 16-bit data and 128 <= d <= 512 for float, on Hopper: dot products on the FMA units, X read once;
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
 /// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
-/// Algo::automatic picks for many clusters) or the registry name of the GEMM `backend` resolves to ("cublas
+/// Algo::automatic picks for many clusters; "nearest (fast)" in fast mode, "nearest (fast, half copy)"
+/// where it reads a half copy of float X: Params::math) or the registry name of the GEMM `backend` resolves to ("cublas
 /// (tf32)" in fast mode, where cuBLAS may round float to TF32).
 /// Validates like fit.
 template <class T>
