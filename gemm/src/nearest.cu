@@ -61,7 +61,9 @@
 //    smallest distance. A point whose best two differ by more than twice a bound on the one-product error
 //    (from ||x||, the centres' own rounding and the arithmetic: CertificateBound) has the exact argmin's
 //    label; float points it leaves are certified again with their own ||x^ - x|| (recertify_kernel); the
-//    others are gathered and run again through the exact kernel.
+//    others are gathered and run again through the exact kernel. Float points with a half copy
+//    (NearestArguments::x_half) take the first pass on the copy, 16-bit products certified with each
+//    point's own ||x^ - x||, and the re-check on the points themselves.
 #include "kernels/common.cuh"
 #include "tensor_core.cuh"
 #include "wgmma.cuh"
@@ -798,7 +800,8 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
 
 /// The one-product kernel's distance to centre j, with ||x||^2 added, is V_j = ||x^ - c^_j||^2 + s + e_j:
 /// the exact distance between the point and centre as the tensor cores take them (x^: float points
-/// truncated to TF32, 16-bit points as they are; c^: centres rounded to TF32, half or bfloat16), shifted by
+/// truncated to TF32 or their half copy, 16-bit points as they are; c^: centres rounded to TF32, half or
+/// bfloat16), shifted by
 /// s = ||x||^2 - ||x^||^2 (the same for every centre) and off by e_j (float sums). Per point:
 ///  - r  >= ||x^ - x|| + ||c^_j - c||: u_x ||x|| (or, re-certifying float points, ||x^ - x|| itself) + the
 ///    largest ||c^_j - c_j|| (centre_parts_kernel) + lin sqrt(d), lin a slack for subnormal elements
@@ -837,6 +840,9 @@ struct Certificate {
   /// Out, optional: per listed point, its key and second best (for recertify_kernel).
   unsigned long long* flagged_key = nullptr;
   float* flagged_second = nullptr;
+  /// Optional: per point, ||x^ - x|| rounded up (points multiplied as a half copy of float points), in
+  /// place of the bound's u_x ||x||.
+  const float* x_errors = nullptr;
 };
 
 /// Whether a point with squared norm x_sq, best and second best one-product values `best` and `second`
@@ -880,7 +886,8 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, int s
     const float best = none ? NAN : from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
     if (cert.second) {
       // No key (every one-product distance NaN, e.g. centres beyond half's range): the exact kernel decides.
-      const bool flag = none || !certified(static_cast<double>(x_sq_norms[o]), best, second, cert);
+      const double x_error = cert.x_errors ? static_cast<double>(cert.x_errors[o]) : -1.0;
+      const bool flag = none || !certified(static_cast<double>(x_sq_norms[o]), best, second, cert, x_error);
       // One atomic per warp: a tenth of a million points can be listed, all on one counter.
       const unsigned active = __activemask(), flags = __ballot_sync(active, flag);
       if (flags) {
@@ -993,6 +1000,14 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
     return Support::no("nearest: ExactMethod::fast_then_recheck takes at most 2^31 - 1 points (n = " + to_string(a.n) +
                        ") and, with row_sums, the re-check's outputs (rechecked_rows, rechecked_row_sums, "
                        "rechecked_count)");
+  if (a.x_half) {
+    const std::int64_t ldh = a.ldx_half;
+    if (a.x_type != Element::f32 || !a.x_half_sq_norms || !a.x_half_errors || ldh < a.d || ldh % 8 != 0 ||
+        reinterpret_cast<std::uintptr_t>(a.x_half) % 16 != 0)
+      return Support::no("nearest: a half copy (x_half) serves float points, with its norms and errors, rows of "
+                         "ldx_half >= d = " + to_string(a.d) + " values, a multiple of 8 (got " + to_string(ldh) +
+                         "), 16-byte aligned");
+  }
   if (a.row_sums && a.fault_row >= 0 &&
       (a.fault_row >= a.n || a.fault_col < 0 || a.fault_col >= a.k || a.fault_bit < 0 || a.fault_bit > 31 || !a.fault_values))
     return Support::no("nearest: a fault needs fault_row < n, 0 <= fault_col < k, 0 <= fault_bit < 32 and fault_values");
@@ -1314,8 +1329,12 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
 /// certificate per point (finish_kernel), and the exact kernel on the points it leaves, gathered in batches.
 /// Waits for the stream once, for the number of those points. With row_sums: the first pass adds its
 /// one-product terms (and takes the fault), the re-check the float-accurate terms of the points it lists.
-template <class T>
+/// F: the first pass's points, T's own or (float points, F = __half) their half copy a.x_half, certified
+/// with each point's own distance to it.
+template <class T, class F = T>
 void nearest_rechecked(Context& ctx, const NearestArguments& a) {
+  constexpr bool kHalfCopy = !std::is_same_v<T, F>;
+  static_assert(!kHalfCopy || (std::is_same_v<T, float> && std::is_same_v<F, __half>), "a half copy of float points");
   const std::int64_t ldx = a.ldx ? a.ldx : a.d;
   const int sms = ctx.properties().multiProcessorCount;
   const Split split = split_for(a.n, a.k, sms);
@@ -1324,7 +1343,8 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   struct Scratch {
     unsigned long long* keys;
     float* second;
-    CentreParts<T> fast, exact;
+    CentreParts<F> fast;
+    CentreParts<T> exact;
     std::int32_t* flagged;
     std::int32_t* listed;  ///< float: the points finish_kernel lists, recertify_kernel takes
     unsigned long long* listed_key;
@@ -1337,10 +1357,11 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     Scratch s;
     s.keys = scratch.take<unsigned long long>(split.shares * a.n);
     s.second = scratch.take<float>(split.shares * a.n);
-    s.fast = take_parts<T, false>(scratch, a);
+    s.fast = take_parts<F, false>(scratch, a);
     s.exact = take_parts<T, true>(scratch, a);
     s.flagged = a.rechecked_rows ? a.rechecked_rows : scratch.take<std::int32_t>(a.n);  // rechecked_rows when given
-    const bool recertify = std::is_same_v<T, float> && a.k >= kRecertifyMinClusters;
+    // (a half copy's points are certified with their own distance to it from the start)
+    const bool recertify = std::is_same_v<F, float> && a.k >= kRecertifyMinClusters;
     s.listed = recertify ? scratch.take<std::int32_t>(a.n) : nullptr;
     s.listed_key = recertify ? scratch.take<unsigned long long>(a.n) : nullptr;
     s.listed_second = recertify ? scratch.take<float>(a.n) : nullptr;
@@ -1354,13 +1375,21 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   const cudaStream_t stream = ctx.stream();
 
   SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 4 * sizeof(unsigned), stream));
-  prepare_parts<T, false>(ctx, a, s.fast, s.counters + 1);
-  launch_with_outputs<T, false, true>(ctx, a, a.x, ldx, a.n, s.fast, s.fast.rounded_sq_norms, split, s.keys,
-                                      s.second, a.row_sums, a.fault_row >= 0);
+  prepare_parts<F, false>(ctx, a, s.fast, s.counters + 1);
+  // The first pass's points and norms: a half copy's distances are those of the points it holds.
+  NearestArguments first = a;
+  if constexpr (kHalfCopy) {
+    first.x = a.x_half;
+    first.ldx = a.ldx_half;
+    first.x_sq_norms = a.x_half_sq_norms;
+  }
+  launch_with_outputs<F, false, true>(ctx, first, first.x, first.ldx ? first.ldx : a.d, a.n, s.fast,
+                                      s.fast.rounded_sq_norms, split, s.keys, s.second, a.row_sums, a.fault_row >= 0);
   if (a.row_sums_one_product) *a.row_sums_one_product = true;
   Certificate cert;
   cert.second = s.second;
-  cert.bound = certificate_bound<T>(a.d);
+  cert.bound = certificate_bound<F>(a.d);
+  if constexpr (kHalfCopy) cert.x_errors = a.x_half_errors;
   cert.sqrt_d = std::sqrt(static_cast<double>(a.d));
   cert.centre_bounds = s.counters + 1;
   // Float points: those the bound leaves are certified again with their own ||x^ - x|| (16-bit points are
@@ -1369,7 +1398,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   cert.flagged_count = s.listed ? s.counters + 3 : s.counters;
   cert.flagged_key = s.listed_key;
   cert.flagged_second = s.listed_second;
-  finish(ctx, s.keys, split.shares, a.n, nullptr, a, cert);
+  finish(ctx, s.keys, split.shares, a.n, nullptr, first, cert);
   if (s.listed) {
     recertify_kernel<<<static_cast<unsigned>(4 * sms), 256, 0, stream>>>(
         static_cast<const float*>(a.x), ldx, a.d, a.x_sq_norms, cert, a.labels, a.sq_distances, s.flagged, s.counters);
@@ -1403,13 +1432,23 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
 
 template <class T>
 void nearest_of(Context& ctx, const NearestArguments& a) {
-  if (rechecks(ctx, a)) nearest_rechecked<T>(ctx, a);
+  if (rechecks(ctx, a)) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (a.x_half && !a.row_sums) {
+        nearest_rechecked<float, __half>(ctx, a);
+        return;
+      }
+    }
+    nearest_rechecked<T>(ctx, a);
+  }
   else if (a.math == Math::exact) nearest_direct<T, true>(ctx, a);
   else nearest_direct<T, false>(ctx, a);
 }
 
 }  // namespace
 }  // namespace detail
+
+bool nearest_may_recheck(const NearestArguments& a) { return a.math == Math::exact && detail::recheck_pays(a); }
 
 bool nearest_uses_wgmma(const Context& ctx) {
   if (const char* off = std::getenv("SKINNY_NEAREST_WGMMA"); off && std::string(off) == "0") return false;

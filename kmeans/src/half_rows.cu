@@ -30,6 +30,24 @@ __global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t n, st
   if (threadIdx.x % 32 == 0) atomicMax(max_bits, __float_as_uint(largest));
 }
 
+/// errors[i] = ||half(x_i) - x_i||, a warp a row: each difference and its square exact in double, their sum
+/// within d 2^-53 relative, the root rounded up with 2^-20 to spare.
+__global__ void half_errors_kernel(const float* __restrict__ x, std::int64_t n, std::int64_t d,
+                                   float* __restrict__ errors) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
+    double sq = 0;
+    for (std::int64_t c = lane; c < d; c += 32) {
+      const float v = x[i * d + c];
+      const double diff = double(v) - double(__half2float(__float2half_rn(v)));
+      sq += diff * diff;
+    }
+    for (int off = 16; off > 0; off >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    if (lane == 0) errors[i] = __double2float_ru(__dsqrt_ru(sq) * (1 + 0x1p-20));
+  }
+}
+
 /// Queues the kernel (dst may be null) and returns the largest |x| (waits for the stream).
 float copy_and_measure(const float* x, std::int64_t n, std::int64_t d, std::int64_t ld, __half* dst,
                        cudaStream_t stream) {
@@ -48,25 +66,32 @@ float copy_and_measure(const float* x, std::int64_t n, std::int64_t d, std::int6
 
 bool half_holds(float largest) { return largest >= kHalfRowsMin && largest <= kHalfRowsMax; }
 
-bool copy_fits(std::int64_t n, std::int64_t ld) {
-  return static_cast<std::size_t>(n) * static_cast<std::size_t>(ld * 2 + 4) <= available_device_memory();
+bool copy_fits(std::int64_t n, std::int64_t ld, bool with_errors) {
+  return static_cast<std::size_t>(n) * static_cast<std::size_t>(ld * 2 + (with_errors ? 8 : 4)) <=
+         available_device_memory();
 }
 
 }  // namespace
 
 bool half_rows_possible(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
   const std::int64_t ld = nearest_row<__half>(d);
-  return copy_fits(n, ld) && half_holds(copy_and_measure(x, n, d, ld, nullptr, stream));
+  return copy_fits(n, ld, false) && half_holds(copy_and_measure(x, n, d, ld, nullptr, stream));
 }
 
-HalfRows half_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
+HalfRows half_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream, bool with_errors) {
   HalfRows h;
   const std::int64_t ld = nearest_row<__half>(d);
-  if (!copy_fits(n, ld)) return h;
+  if (!copy_fits(n, ld, with_errors)) return h;
   h.rows = DeviceBuffer<__half>(static_cast<std::size_t>(n * ld));
   if (!half_holds(copy_and_measure(x, n, d, ld, h.rows.data(), stream))) return HalfRows{};
   h.sq_norms = DeviceBuffer<float>(static_cast<std::size_t>(n));
   row_sq_norms(h.rows.data(), n, ld, h.sq_norms.data(), stream);
+  if (with_errors) {
+    h.errors = DeviceBuffer<float>(static_cast<std::size_t>(n));
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>((n * 32 + kThreads - 1) / kThreads, 1, 4096));
+    half_errors_kernel<<<blocks, kThreads, 0, stream>>>(x, n, d, h.errors.data());
+    SKINNY_CHECK_LAUNCH();
+  }
   h.ld = ld;
   return h;
 }

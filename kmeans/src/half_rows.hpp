@@ -19,10 +19,11 @@ namespace skinny::kmeans::detail {
 constexpr float kHalfRowsMax = 32768.0f, kHalfRowsMin = 1.0f / 256;
 
 /// X rounded to half, rows padded with zeros to nearest_row<__half>(d) (the zeros add nothing to products
-/// or norms), and the squared norms of the copy's rows.
+/// or norms), the squared norms of the copy's rows and, for exact labels, each row's distance to X's.
 struct HalfRows {
   DeviceBuffer<__half> rows;
   DeviceBuffer<float> sq_norms;
+  DeviceBuffer<float> errors;  ///< ||x^_i - x_i|| rounded up (half_rows' `with_errors`), else empty
   std::int64_t ld = 0;
   bool empty() const { return rows.size() == 0; }
 };
@@ -32,7 +33,7 @@ struct HalfRows {
 bool half_rows_possible(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream);
 
 /// The copy, or an empty one where half_rows_possible says no (the copy and the range check are one
-/// read of x). Waits for the stream.
-HalfRows half_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream);
+/// read of x; `with_errors`, the rows' distances to x's another). Waits for the stream.
+HalfRows half_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream, bool with_errors = false);
 
 }  // namespace skinny::kmeans::detail

@@ -169,27 +169,31 @@ std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math m
 /// float points) on a half copy of X.
 enum class NearestRoute { none, native, widened, half_copy };
 
-/// SKINNY_KMEANS_HALF_COPY=0 in the environment keeps fast mode's float points in TF32 (for comparisons).
+/// SKINNY_KMEANS_HALF_COPY=0 in the environment keeps float points off the half copy: TF32 for fast mode's
+/// products and exact mode's first pass (for comparisons).
 bool half_copy_switched_off() {
   const char* value = std::getenv("SKINNY_KMEANS_HALF_COPY");
   return value != nullptr && std::string(value) == "0";
 }
 
-/// Whether fast mode multiplies float points on a half copy of X (half_rows.hpp), as far as the shape tells:
-/// float points, Math::fast, Algo::automatic, no Params::protect (its checks are calibrated on TF32's
-/// rounding), `copy_allowed`, and a shape where the fused kernel takes float points or where the TF32 GEMM
-/// would (route_rules.hpp: the half products beat both), which gemm::nearest can run on half rows. Whether
-/// X's range and the free memory allow the copy is the data's to say (half_rows).
+/// Whether the fused kernel multiplies float points on a half copy of X (half_rows.hpp), as far as the shape
+/// tells: float points, Algo::automatic, no Params::protect (its checks are calibrated on TF32's rounding),
+/// `copy_allowed`, and a shape where the fused kernel takes float points or where fast mode's TF32 GEMM
+/// would (route_rules.hpp: the half products beat both), which gemm::nearest can run on half rows. Fast
+/// mode multiplies the copy alone; exact mode's one-product pass reads it where gemm::nearest certifies one
+/// product and re-checks the rest (nearest_may_recheck), the re-check reading X. Whether X's range and the
+/// free memory allow the copy is the data's to say (half_rows).
 template <class T>
 bool half_copy_candidate(const Context& ctx, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
                          gemm::Math math, bool copy_allowed, bool protect) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
-    if (backend != gemm::Algo::automatic || math != gemm::Math::fast || protect || !copy_allowed ||
-        half_copy_switched_off() || k < fused_min_clusters(ctx, d, math, protect))
+    if (backend != gemm::Algo::automatic || protect || !copy_allowed || half_copy_switched_off() ||
+        k < fused_min_clusters(ctx, d, math, protect))
       return false;
     gemm::NearestArguments a;
+    a.math = math;
     a.x = placeholder<__half>();
     a.x_type = gemm::Element::f16;
     a.ldx = detail::nearest_row<__half>(d);
@@ -198,18 +202,18 @@ bool half_copy_candidate(const Context& ctx, std::int64_t n, std::int64_t d, std
     a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
     a.k = k;
     a.labels = placeholder<std::int32_t>();
-    return static_cast<bool>(gemm::nearest_can_implement(ctx, a));
+    return (math == gemm::Math::fast || gemm::nearest_may_recheck(a)) && gemm::nearest_can_implement(ctx, a);
   }
 }
 
-/// The half copy fast mode reads for these float points (half_copy_candidate, then the data's range and the
-/// free memory), or an empty one.
+/// The half copy the fused kernel reads for these float points (half_copy_candidate, then the data's range
+/// and the free memory; exact mode's with each row's distance to X), or an empty one.
 template <class T>
-detail::HalfRows fast_half_rows(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                                gemm::Algo backend, gemm::Math math, bool protect) {
+detail::HalfRows assignment_half_rows(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                                      gemm::Algo backend, gemm::Math math, bool protect) {
   if constexpr (std::is_same_v<T, float>) {
     if (half_copy_candidate<T>(ctx, n, d, k, backend, math, true, protect))
-      return detail::half_rows(x, n, d, ctx.stream());
+      return detail::half_rows(x, n, d, ctx.stream(), math == gemm::Math::exact);
   }
   return {};
 }
@@ -285,7 +289,8 @@ struct Assigner {
   std::int64_t n, d, k;
   gemm::Algo backend;
   gemm::Math math;
-  /// Fast mode's half copy of float X, made once here where it serves (fast_half_rows); else empty.
+  /// A half copy of float X, made once here where it serves (assignment_half_rows): fast mode multiplies it
+  /// (route half_copy), exact mode's one-product pass too (route native); else empty.
   detail::HalfRows half;
   NearestRoute route;  ///< decided once; fused(), native() and `few` follow from it
   bool fused() const { return route != NearestRoute::none; }
@@ -324,10 +329,12 @@ struct Assigner {
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), half(fast_half_rows(c, x_, n_, d_, k_, b, m, protect)),
-        route(half.empty() ? nearest_route(c, x_, n_, d_, k_, b, m, true, protect) : NearestRoute::half_copy),
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), half(assignment_half_rows(c, x_, n_, d_, k_, b, m, protect)),
+        route(half.empty() || m == gemm::Math::exact ? nearest_route(c, x_, n_, d_, k_, b, m, true, protect)
+                                                     : NearestRoute::half_copy),
         few(!protect && few_clusters_assignment(c, x_, d_, k_, b, m, route)) {
     const bool tf32 = rounds_to_tf32();  // asks gemm::choose once: the chunks and the check's bound follow it
+    if (!native() && !half_copy()) half = detail::HalfRows{};  // exact mode off the fused kernel's own rows
     ldn = d;
     if (native() && !few && !rows_fit_nearest(x, d)) {
       ldn = detail::nearest_row<T>(d);
@@ -547,6 +554,12 @@ struct Assigner {
         na.x = (padded.size() > 0 ? padded.data() : x) + r0 * ldn;
         na.x_type = element_of<T>();
         na.ldx = ldn;
+        if (!half.empty()) {  // exact mode: the one-product pass on the copy, the re-check on X
+          na.x_half = half.rows.data() + r0 * half.ld;
+          na.ldx_half = half.ld;
+          na.x_half_sq_norms = half.sq_norms.data() + r0;
+          na.x_half_errors = half.errors.data() + r0;
+        }
       } else {
         const gemm::MatrixView<const C> a = chunk(r0, m);
         na.x = a.data;
@@ -973,7 +986,7 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
   if constexpr (std::is_same_v<T, float>) {
-    if (half_copy_candidate<T>(ctx, n, d, k, backend, math, true, false) &&
+    if (math == gemm::Math::fast && half_copy_candidate<T>(ctx, n, d, k, backend, math, true, false) &&
         detail::half_rows_possible(x, n, d, ctx.stream()))
       return "nearest (fast, half copy)";
   }

@@ -22,6 +22,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -337,6 +338,86 @@ TEST_F(Nearest, RecheckCertifiesWithEachPointsOwnRounding) {
   ASSERT_EQ(ctx.nearest_recheck().n, n);
   EXPECT_LE(ctx.nearest_recheck().rechecked_share, 0.002);
   EXPECT_EQ(run(x, c, n, k, d, d, d, Math::exact, ExactMethod::three_products).labels, rechecked.labels);
+  ctx.nearest_recheck() = {};
+}
+
+/// A half copy of float points x (rows of ld values, d used) for NearestArguments::x_half: its values (rows of
+/// ldh, zeros past d), their squared norms and each row's distance to x, rounded up. `lie`: the copy of
+/// other points, with distances 0 (a copy the kernel must not be given).
+struct HalfCopy {
+  std::vector<__half> values;
+  std::vector<float> sq_norms, errors;
+  std::int64_t ld = 0;
+};
+HalfCopy half_copy_of(const std::vector<float>& x, std::int64_t n, std::int64_t d, std::int64_t ld, bool lie = false) {
+  HalfCopy h;
+  h.ld = (d + 7) / 8 * 8;
+  const std::vector<float> other = testing::random_nonzero<float>(x.size(), 99);
+  h.values.assign(static_cast<std::size_t>(n * h.ld), __float2half_rn(0.0f));
+  for (std::int64_t i = 0; i < n; ++i) {
+    double sq = 0, err = 0;
+    for (std::int64_t p = 0; p < d; ++p) {
+      const float v = (lie ? other : x)[i * ld + p];
+      const __half r = __float2half_rn(v);
+      h.values[i * h.ld + p] = r;
+      sq += double(__half2float(r)) * double(__half2float(r));
+      err += (double(__half2float(r)) - double(v)) * (double(__half2float(r)) - double(v));
+    }
+    h.sq_norms.push_back(float(sq));
+    h.errors.push_back(lie ? 0.0f : std::nextafter(float(std::sqrt(err) * (1 + 0x1p-20)), INFINITY));
+  }
+  return h;
+}
+
+/// Exact mode through fast_then_recheck with the first pass on a half copy of float points (x_half):
+/// the labels of three products (each point certified with its own distance to the copy, or re-checked on
+/// x), with most points certified, on odd shapes and on points with values among half's subnormals. A copy
+/// of other points changes the labels: the first pass does read it.
+TEST_F(Nearest, ExactOnAHalfCopyGivesTheLabelsOfThreeProducts) {
+  Context& ctx = testing::shared_context();
+  for (const auto [n, k, d, ld, tiny] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool>{
+                                             1000, 129, 36, 36, false},
+                                         {3001, 300, 48, 48, true},
+                                         {10243, 260, 65, 68, false},
+                                         {2000, 1024, 130, 132, true}}) {
+    auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ld), 71);
+    if (tiny)  // every fifth value among half's subnormals: the copy's error is no longer relative to x
+      for (std::size_t i = 0; i < x.size(); i += 5) x[i] *= 1e-6f;
+    const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 72);
+    const std::string where = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " d=" + std::to_string(d) +
+                              (tiny ? " with subnormal halves" : "");
+    const Outputs want = run(x, c, n, k, d, ld, d, Math::exact, ExactMethod::three_products);
+    const auto on_copy = [&](const HalfCopy& h) {
+      const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, d);
+      DeviceBuffer<float> dx(x), dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
+      DeviceBuffer<__half> dh(h.values);
+      DeviceBuffer<float> dhn(h.sq_norms), dhe(h.errors);
+      DeviceBuffer<std::int32_t> dlabels(std::vector<std::int32_t>(static_cast<std::size_t>(n), -7));
+      NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ld, d, Math::exact, ExactMethod::fast_then_recheck);
+      a.labels = dlabels.data();
+      a.sq_distances = ddist.data();
+      a.x_half = dh.data();
+      a.ldx_half = h.ld;
+      a.x_half_sq_norms = dhn.data();
+      a.x_half_errors = dhe.data();
+      const Support s = nearest_can_implement(ctx, a);
+      EXPECT_TRUE(s.ok) << s.reason;
+      ctx.nearest_recheck() = {};
+      nearest(ctx, a);
+      ctx.synchronize();
+      return Outputs{dlabels.to_host(), ddist.to_host()};
+    };
+    const Outputs got = on_copy(half_copy_of(x, n, d, ld));
+    EXPECT_EQ(want.labels, got.labels) << where;
+    const double share = ctx.nearest_recheck().rechecked_share;
+    EXPECT_LT(share, 0.5) << where << ": the copy's first pass certified too few points";
+    const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, d);
+    const double max_cn = *std::max_element(cn.begin(), cn.end());
+    for (std::int64_t i = 0; i < n; ++i)  // certified points keep their one-product distance
+      ASSERT_NEAR(want.dist[i], got.dist[i], fast_relative_bound<__half>() * (xn[i] + max_cn)) << where << " point " << i;
+    EXPECT_NE(want.labels, on_copy(half_copy_of(x, n, d, ld, true)).labels) << where << ": a lying copy went unread";
+    std::printf("exact on a half copy, %s: %.1f %% re-checked\n", where.c_str(), 100 * share);
+  }
   ctx.nearest_recheck() = {};
 }
 

@@ -318,7 +318,8 @@ void half_copy_labels_are_nearest_but_for_near_ties(std::int64_t n, std::int64_t
 }
 
 /// Fast mode on float points whose largest |x| lies in [2^-8, 32768] reads a half copy of X (odd shapes,
-/// padded rows, the sizes where the TF32 GEMM would otherwise be taken); outside that range, TF32.
+/// padded rows, the sizes where the TF32 GEMM would otherwise be taken); outside that range, TF32. Exact
+/// mode's first pass reads it too.
 TEST_F(KmeansGpu, FastMathReadsAHalfCopyWhereHalfHoldsTheData) {
   half_copy_labels_are_nearest_but_for_near_ties(2003, 1, 16, 10.0);
   half_copy_labels_are_nearest_but_for_near_ties(1001, 3, 17, 10.0);
@@ -336,6 +337,10 @@ TEST_F(KmeansGpu, FastMathReadsAHalfCopyWhereHalfHoldsTheData) {
   EXPECT_EQ("nearest (fast, half copy)",
             distance_method<float>(ctx, x.data(), n, d, 50, gemm::Algo::automatic, gemm::Math::fast));
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, d, 50, gemm::Algo::automatic, gemm::Math::exact));
+  // Exact mode's one-product pass reads the copy where gemm::nearest re-checks (k d >= 16384): the labels
+  // stay the reference's.
+  matches_reference<float>(3001, 130, 200, gemm::Algo::automatic, 1e-5);
+  matches_reference<float>(2999, 17, 1000, gemm::Algo::automatic, 1e-5);
 }
 
 /// 16-bit X (__half, __nv_bfloat16): the same fit as float on the same (widened) values, from the same

@@ -82,6 +82,16 @@ struct NearestArguments {
   /// Out, host, optional: whether row_sums add one-product terms (Math::fast, or Math::exact through
   /// fast_then_recheck) rather than float-accurate ones.
   bool* row_sums_one_product = nullptr;
+  /// Optional, for float points in Math::exact through fast_then_recheck without row_sums: a half copy of
+  /// the points for the first pass, whose 16-bit products take about two thirds of TF32's time. x_half:
+  /// n rows of ldx_half half values (a multiple of 8, >= d, 16-byte aligned; zeros past d), x_half_sq_norms
+  /// their squared norms, x_half_errors[i] >= ||x^_i - x_i|| (x^_i: row i of the copy). The certificate
+  /// takes each point's own distance to its copy; the points it leaves are re-checked on x itself at float
+  /// accuracy, so the labels are exact either way. Ignored elsewhere.
+  const void* x_half = nullptr;
+  std::int64_t ldx_half = 0;
+  const float* x_half_sq_norms = nullptr;
+  const float* x_half_errors = nullptr;
   /// Fault injection (for tests of the checksum test; only with row_sums): the cross term of point
   /// fault_row and centre fault_col has bit fault_bit flipped before it is used; its value before and after
   /// go to fault_values[0], [1] (device). fault_row < 0: none.
@@ -103,6 +113,11 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& args);
 /// SKINNY_NEAREST_WGMMA=0 in the environment turns it off (for comparisons). The first call on a device
 /// runs a one-thread kernel to ask.
 bool nearest_uses_wgmma(const Context& ctx);
+
+/// Whether Math::exact with ExactMethod::automatic takes fast_then_recheck for this shape (on its first call
+/// through a Context; a shape that left too many points to re-check goes back to three products for a while):
+/// whether a half copy of float points (NearestArguments::x_half) can serve.
+bool nearest_may_recheck(const NearestArguments& args);
 
 /// Queues the labels and distances on ctx.stream() (scratch from ctx.workspace()). Deterministic:
 /// each distance is computed in a fixed order and the minimum does not depend on the order blocks
