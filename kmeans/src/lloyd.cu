@@ -202,7 +202,7 @@ bool half_copy_candidate(const Context& ctx, std::int64_t n, std::int64_t d, std
     a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
     a.k = k;
     a.labels = placeholder<std::int32_t>();
-    return (math == gemm::Math::fast || gemm::nearest_may_recheck(a)) && gemm::nearest_can_implement(ctx, a);
+    return (math == gemm::Math::fast || gemm::nearest_may_recheck(ctx, a)) && gemm::nearest_can_implement(ctx, a);
   }
 }
 

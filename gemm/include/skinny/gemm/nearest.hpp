@@ -35,8 +35,8 @@ enum class Element { f32, f16, bf16 };
 ///    the label is the exact argmin's; the other points (near ties: 4-10 % of blob data under Lloyd,
 ///    most points where several centres share a tight cluster) are run again with three products.
 ///    nearest() then waits for its stream once.
-///  - automatic: fast_then_recheck where the products dominate (float points: k >= 64, d >= 16 and
-///    k d >= 16384; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
+///  - automatic: fast_then_recheck where the products dominate (float points: k >= 64, k d >= 16384 and
+///    d >= 16, on wgmma d >= 48 or d >= 32 with k d >= 65536; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
 ///    three_products elsewhere and where row_sums are asked for without the re-check's outputs
 ///    (NearestArguments::rechecked_rows). When the last try on the same shape
 ///    (through the same Context) left more than 35 % of the points to re-check, three_products, with a
@@ -117,7 +117,7 @@ bool nearest_uses_wgmma(const Context& ctx);
 /// Whether Math::exact with ExactMethod::automatic takes fast_then_recheck for this shape (on its first call
 /// through a Context; a shape that left too many points to re-check goes back to three products for a while):
 /// whether a half copy of float points (NearestArguments::x_half) can serve.
-bool nearest_may_recheck(const NearestArguments& args);
+bool nearest_may_recheck(const Context& ctx, const NearestArguments& args);
 
 /// Queues the labels and distances on ctx.stream() (scratch from ctx.workspace()). Deterministic:
 /// each distance is computed in a fixed order and the minimum does not depend on the order blocks
