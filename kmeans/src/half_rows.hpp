@@ -1,7 +1,7 @@
 // A half copy of float points for one-product distances: 16-bit products on the tensor cores take about
 // two thirds of TF32's time (H200, 1M x 128, k = 1024: 0.59 against 0.89 ms) and keep the same 11-bit
-// significands, rounded to nearest where TF32 truncates. k-means||'s sampling rounds and fast mode's
-// Lloyd iterations read it instead of X.
+// significands, rounded to nearest where TF32 truncates. k-means||'s sampling rounds, fast mode's Lloyd
+// iterations and exact mode's certified first pass (lloyd.cu) read it instead of X.
 #pragma once
 
 #include <skinny/gemm/device_buffer.hpp>

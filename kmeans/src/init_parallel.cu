@@ -22,12 +22,9 @@
 #include <thrust/sort.h>
 #include <thrust/transform.h>
 
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 namespace skinny::kmeans::detail {

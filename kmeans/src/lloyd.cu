@@ -178,18 +178,18 @@ bool half_copy_switched_off() {
 
 /// Whether the fused kernel multiplies float points on a half copy of X (half_rows.hpp), as far as the shape
 /// tells: float points, Algo::automatic, no Params::protect (its checks are calibrated on TF32's rounding),
-/// `copy_allowed`, and a shape where the fused kernel takes float points or where fast mode's TF32 GEMM
+/// and a shape where the fused kernel takes float points or where fast mode's TF32 GEMM
 /// would (route_rules.hpp: the half products beat both), which gemm::nearest can run on half rows. Fast
 /// mode multiplies the copy alone; exact mode's one-product pass reads it where gemm::nearest certifies one
 /// product and re-checks the rest (nearest_may_recheck), the re-check reading X. Whether X's range and the
 /// free memory allow the copy is the data's to say (half_rows).
 template <class T>
 bool half_copy_candidate(const Context& ctx, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
-                         gemm::Math math, bool copy_allowed, bool protect) {
+                         gemm::Math math, bool protect) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
-    if (backend != gemm::Algo::automatic || protect || !copy_allowed || half_copy_switched_off() ||
+    if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() ||
         k < fused_min_clusters(ctx, d, math, protect))
       return false;
     gemm::NearestArguments a;
@@ -212,7 +212,7 @@ template <class T>
 detail::HalfRows assignment_half_rows(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                                       gemm::Algo backend, gemm::Math math, bool protect) {
   if constexpr (std::is_same_v<T, float>) {
-    if (half_copy_candidate<T>(ctx, n, d, k, backend, math, true, protect))
+    if (half_copy_candidate<T>(ctx, n, d, k, backend, math, protect))
       return detail::half_rows(x, n, d, ctx.stream(), math == gemm::Math::exact);
   }
   return {};
@@ -804,7 +804,7 @@ class Lloyd {
         break;
       case Init::kmeans_parallel:
       case Init::automatic:  // resolved to one of the others
-        // The sampling rounds read fast mode's half copy where it holds these points.
+        // The sampling rounds read the assignment's half copy where it holds these points.
         detail::init_kmeans_parallel(ctx_, x, rows, d_, k_, seed, params_.init_oversampling, params_.init_rounds,
                                      norms, c_.data(), params_.init_progress, detail::Reduction::automatic,
                                      static_cast<const void*>(x) == x_ && rows == n_ ? &assign_.half : nullptr);
@@ -986,7 +986,7 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
   if constexpr (std::is_same_v<T, float>) {
-    if (math == gemm::Math::fast && half_copy_candidate<T>(ctx, n, d, k, backend, math, true, false) &&
+    if (math == gemm::Math::fast && half_copy_candidate<T>(ctx, n, d, k, backend, math, false) &&
         detail::half_rows_possible(x, n, d, ctx.stream()))
       return "nearest (fast, half copy)";
   }
