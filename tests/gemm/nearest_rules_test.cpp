@@ -1,0 +1,50 @@
+// gemm::nearest's choice of exact method (gemm/src/nearest_rules.hpp) at the edges of the shapes it was
+// measured on: a change of a threshold shows here before a GPU run.
+#include "../../gemm/src/nearest_rules.hpp"
+
+#include <gtest/gtest.h>
+
+namespace skinny::gemm::detail {
+namespace {
+
+NearestArguments shape(Element type, std::int64_t d, std::int64_t k) {
+  NearestArguments a;
+  a.x_type = type;
+  a.d = d;
+  a.k = k;
+  a.math = Math::exact;
+  return a;
+}
+
+TEST(NearestRules, FloatPointsTakeTheRecheckFromMoreDimensionsOnWgmma) {
+  // mma.sync: from d = 16 with 64 clusters and k d >= 16384.
+  EXPECT_TRUE(recheck_pays(shape(Element::f32, 16, 1024), false));
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 15, 4096), false));
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 512, 63), false)) << "fewer than 64 clusters";
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 128, 127), false)) << "k d below 16384";
+  // wgmma: three products up to d = 32 at k = 1024; the re-check from d = 48, or d = 32 with k d >= 65536.
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 16, 1024), true));
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 16, 8192), true));
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 32, 1024), true));
+  EXPECT_TRUE(recheck_pays(shape(Element::f32, 32, 2048), true)) << "k d = 65536 exactly";
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 47, 1024), true));
+  EXPECT_TRUE(recheck_pays(shape(Element::f32, 48, 1024), true));
+  EXPECT_TRUE(recheck_pays(shape(Element::f32, 128, 128), true));
+  EXPECT_FALSE(recheck_pays(shape(Element::f32, 4096, 32), true)) << "fewer than 64 clusters";
+}
+
+TEST(NearestRules, SixteenBitPointsTakeTheRecheckFromSixtyFourDimensions) {
+  for (const bool wgmma : {false, true}) {
+    EXPECT_TRUE(recheck_pays(shape(Element::f16, 64, 128), wgmma));
+    EXPECT_FALSE(recheck_pays(shape(Element::f16, 63, 8192), wgmma));
+    EXPECT_FALSE(recheck_pays(shape(Element::f16, 64, 127), wgmma)) << "k d below 8192";
+    EXPECT_TRUE(recheck_pays(shape(Element::f16, 512, 16), wgmma)) << "any k";
+    // bfloat16 also needs d >= 256 or k >= 1024.
+    EXPECT_FALSE(recheck_pays(shape(Element::bf16, 128, 512), wgmma));
+    EXPECT_TRUE(recheck_pays(shape(Element::bf16, 128, 1024), wgmma));
+    EXPECT_TRUE(recheck_pays(shape(Element::bf16, 256, 32), wgmma));
+  }
+}
+
+}  // namespace
+}  // namespace skinny::gemm::detail
