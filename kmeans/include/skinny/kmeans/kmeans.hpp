@@ -246,7 +246,8 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
 /// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
 /// Algo::automatic picks for many clusters; "nearest (fast)" in fast mode, "nearest (fast, half copy)"
-/// where it reads a half copy of float X: Params::math) or the registry name of the GEMM `backend` resolves to ("cublas
+/// where it reads a half copy of float X: Params::math; deciding that reads X once on the GPU) or the
+/// registry name of the GEMM `backend` resolves to ("cublas
 /// (tf32)" in fast mode, where cuBLAS may round float to TF32).
 /// Validates like fit.
 template <class T>
