@@ -130,19 +130,28 @@ bool rows_fit_nearest(const T* x, std::int64_t d) {
   return detail::nearest_row<T>(d) == d && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
 }
 
-/// Whether gemm::nearest can run the n x d points: in their own type (`native`: float or 16-bit, rows padded
-/// to 16-byte copies) or, for 16-bit data, widened to float rows in a buffer of ours.
-template <class T>
-bool nearest_runs(const Context& ctx, std::int64_t n, std::int64_t d, std::int64_t k, bool native) {
+/// gemm::nearest's arguments for n x d points of type `type` in rows of ldx, and k centres, as the shape
+/// checks (nearest_can_implement, nearest_may_recheck) see them: placeholders for every pointer.
+gemm::NearestArguments nearest_probe(std::int64_t n, std::int64_t d, std::int64_t k, gemm::Element type,
+                                     std::int64_t ldx) {
   gemm::NearestArguments a;
   a.x = placeholder<float>();
-  a.x_type = native ? element_of<T>() : gemm::Element::f32;
-  a.ldx = native ? detail::nearest_row<T>(d) : padded_row(d);
+  a.x_type = type;
+  a.ldx = ldx;
   a.n = n;
   a.d = d;
   a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
   a.k = k;
   a.labels = placeholder<std::int32_t>();
+  return a;
+}
+
+/// Whether gemm::nearest can run the n x d points: in their own type (`native`: float or 16-bit, rows padded
+/// to 16-byte copies) or, for 16-bit data, widened to float rows in a buffer of ours.
+template <class T>
+bool nearest_runs(const Context& ctx, std::int64_t n, std::int64_t d, std::int64_t k, bool native) {
+  const gemm::NearestArguments a = native ? nearest_probe(n, d, k, element_of<T>(), detail::nearest_row<T>(d))
+                                          : nearest_probe(n, d, k, gemm::Element::f32, padded_row(d));
   return static_cast<bool>(gemm::nearest_can_implement(ctx, a));
 }
 
@@ -192,16 +201,8 @@ bool half_copy_candidate(const Context& ctx, std::int64_t n, std::int64_t d, std
     if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() ||
         k < fused_min_clusters(ctx, d, math, protect))
       return false;
-    gemm::NearestArguments a;
+    gemm::NearestArguments a = nearest_probe(n, d, k, gemm::Element::f16, detail::nearest_row<__half>(d));
     a.math = math;
-    a.x = placeholder<__half>();
-    a.x_type = gemm::Element::f16;
-    a.ldx = detail::nearest_row<__half>(d);
-    a.n = n;
-    a.d = d;
-    a.c = a.x_sq_norms = a.c_sq_norms = placeholder<float>();
-    a.k = k;
-    a.labels = placeholder<std::int32_t>();
     return (math == gemm::Math::fast || gemm::nearest_may_recheck(ctx, a)) && gemm::nearest_can_implement(ctx, a);
   }
 }
