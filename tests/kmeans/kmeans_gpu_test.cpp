@@ -184,11 +184,12 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 128, 15, gemm::Algo::automatic));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 127, 16, gemm::Algo::automatic));
   EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, 2, 16, gemm::Algo::automatic));
-  EXPECT_EQ(0u, distance_method<float>(ctx, x.data(), n, 7, 16, gemm::Algo::automatic, gemm::Math::fast)
-                    .rfind("nearest (fast", 0));  // on a half copy or in TF32, as the data allows
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, 2, 15, gemm::Algo::automatic));
   // From the true centres (k-means++ may settle in a local optimum with 130 clusters, on any backend).
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 9);
+  // Fast mode's route depends on the data (a half copy where half holds it): asked of the blobs.
+  EXPECT_EQ("nearest (fast, half copy)",
+            distance_method<float>(ctx, x.data(), n, 7, 16, gemm::Algo::automatic, gemm::Math::fast));
   Params p;
   p.k = k;
   p.init = Init::given;
