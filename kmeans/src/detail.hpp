@@ -65,6 +65,10 @@ template <class T>
 void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params, const std::vector<T>& initial_centroids,
                const std::vector<double>& sample_weight);
 
+/// Whether fit's assignment runs through narrow_nearest: Algo::automatic, no Params::protect (its checks
+/// ride on a GEMM's or the fused kernel's terms) and rows narrow enough (route_rules.hpp: narrow_rows_pay).
+bool narrow_assignment(std::int64_t d, gemm::Algo backend, bool protect);
+
 /// Whether fit's assignment runs through gemm::nearest for these arguments (lloyd.cu decides): x only
 /// needs its alignment, it is not read.
 template <class T>
@@ -199,6 +203,15 @@ constexpr std::int64_t kFewClustersMax = 32;
 template <class T>
 void few_nearest(const T* x, std::int64_t n, std::int64_t d, const float* c, std::int64_t k, const float* xnorm,
                  const float* cnorm, std::int32_t* labels, float* mindist, int* counts, cudaStream_t stream);
+
+/// Most dimensions narrow_nearest takes.
+constexpr std::int64_t kNarrowMaxDims = 4;
+/// For rows of d <= kNarrowMaxDims values (float, double or 16-bit X, read once in its own type): each
+/// point's label and squared distance to the nearest of the k x d centroids c, the distances formed as sums
+/// of squared differences on the FMA units (ties: the lowest index), for any k (narrow_nearest.cu). No counts.
+template <class T>
+void narrow_nearest(const T* x, std::int64_t n, std::int64_t d, const compute_t<T>* c, std::int64_t k,
+                    std::int32_t* labels, compute_t<T>* mindist, cudaStream_t stream);
 
 /// Where assign_and_sum adds the points: an Updater's (high, low) words and its columns' scales.
 struct SumTarget {

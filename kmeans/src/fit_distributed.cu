@@ -207,7 +207,10 @@ class DistributedLloyd {
     result.row_offset = offset_;
     result.ranks = comm_.size();
     result.communicator = comm_.name();
-    result.distances = assign_->few() ? "few-clusters" : assign_->fused() ? "nearest" : "gemm";
+    result.distances = assign_->narrow() ? "narrow rows"
+                       : assign_->few()  ? "few-clusters"
+                       : assign_->fused() ? "nearest"
+                                          : "gemm";
     CudaEvent start, stop;
     start.record(stream);
     initialise(seed, initial_centroids);

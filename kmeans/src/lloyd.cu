@@ -173,6 +173,12 @@ std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math m
   return detail::fused_min_float_clusters(d, math, gemm::nearest_uses_wgmma(ctx), protect);
 }
 
+/// SKINNY_KMEANS_NARROW=0 in the environment keeps narrow rows off detail::narrow_nearest (for comparisons).
+bool narrow_switched_off() {
+  const char* value = std::getenv("SKINNY_KMEANS_NARROW");
+  return value != nullptr && std::string(value) == "0";
+}
+
 /// How the assignment reaches gemm::nearest: not at all (a GEMM through the backend, then the argmin), on
 /// X's rows in their own type (X itself or its padded copy), on 16-bit rows widened to float, or (fast mode,
 /// float points) on a half copy of X.
@@ -290,6 +296,9 @@ struct Assigner {
   std::int64_t n, d, k;
   gemm::Algo backend;
   gemm::Math math;
+  /// Through detail::narrow_nearest, over all points at once (detail::narrow_assignment); then there is no
+  /// half copy, no gemm::nearest route and no few-clusters kernel.
+  bool narrow;
   /// A half copy of float X, made once here where it serves (assignment_half_rows): fast mode multiplies it
   /// (route half_copy), exact mode's one-product pass too (route native); else empty.
   detail::HalfRows half;
@@ -330,10 +339,12 @@ struct Assigner {
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), half(assignment_half_rows(c, x_, n_, d_, k_, b, m, protect)),
-        route(half.empty() || m == gemm::Math::exact ? nearest_route(c, x_, n_, d_, k_, b, m, true, protect)
-                                                     : NearestRoute::half_copy),
-        few(!protect && few_clusters_assignment(c, x_, d_, k_, b, m, route)) {
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), narrow(detail::narrow_assignment(d_, b, protect)),
+        half(narrow ? detail::HalfRows{} : assignment_half_rows(c, x_, n_, d_, k_, b, m, protect)),
+        route(narrow                                      ? NearestRoute::none
+              : half.empty() || m == gemm::Math::exact ? nearest_route(c, x_, n_, d_, k_, b, m, true, protect)
+                                                       : NearestRoute::half_copy),
+        few(!narrow && !protect && few_clusters_assignment(c, x_, d_, k_, b, m, route)) {
     const bool tf32 = rounds_to_tf32();  // asks gemm::choose once: the chunks and the check's bound follow it
     if (!native() && !half_copy()) half = detail::HalfRows{};  // exact mode off the fused kernel's own rows
     ldn = d;
@@ -341,7 +352,7 @@ struct Assigner {
       ldn = detail::nearest_row<T>(d);
       padded = detail::padded_rows(x, n, d, ldn, c.stream());
     }
-    if (few || native() || half_copy()) {
+    if (few || narrow || native() || half_copy()) {
       rows = n;
     } else if constexpr (detail::is_16bit<T>) {
       rows = fused() ? wide_rows(n, d) : std::min(wide_rows(n, d), chunk_rows(n, k, sizeof(C)));
@@ -380,7 +391,7 @@ struct Assigner {
       } else {  // x.s is one more column of the GEMM
         g = DeviceBuffer<C>(static_cast<std::size_t>(rows * (k + 1)));
       }
-    } else if (!fused() && !few) {
+    } else if (!fused() && !few && !narrow) {
       g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     }
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) {
@@ -421,6 +432,14 @@ struct Assigner {
     SKINNY_CUDA_TRY(cudaMemsetAsync(counts, 0, static_cast<std::size_t>(k) * sizeof(int), stream));
     if (guard) {
       run_protected(c, xnorm, cnorm, labels, mindist, counts);
+      return;
+    }
+    if (narrow) {  // distances and argmin in one kernel count as distances, the counts as the argmin
+      events[0]->record(stream);
+      detail::narrow_nearest(x, n, d, c, k, labels, mindist, stream);
+      events[1]->record(stream);
+      detail::count_labels(labels, n, k, counts, stream);
+      events[2]->record(stream);
       return;
     }
     if constexpr (!std::is_same_v<C, double>) {
@@ -693,8 +712,8 @@ class Lloyd {
       counts_ahead_ = DeviceBuffer<int>(static_cast<std::size_t>(k_));
     }
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
-    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused() && !assign_.few && n >= kColumnCopyMinPoints &&
-        fits_in_free_memory(xt_bytes))
+    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused() && !assign_.few && !assign_.narrow &&
+        n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
       xt_ = DeviceBuffer<C>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
     CudaEvent start, stop;
     start.record(stream);
@@ -986,6 +1005,7 @@ template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
+  if (detail::narrow_assignment(d, backend, false)) return "narrow rows";
   if constexpr (std::is_same_v<T, float>) {
     if (math == gemm::Math::fast && half_copy_candidate<T>(ctx, n, d, k, backend, math, false) &&
         detail::half_rows_possible(x, n, d, ctx.stream()))
@@ -1026,6 +1046,11 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
   if (params.init == Init::given) check_centroids(initial_centroids, params.k, d);
 }
 
+static_assert(kNarrowRowsMaxDims <= kNarrowMaxDims, "the rule routes only rows the kernel takes");
+bool narrow_assignment(std::int64_t d, gemm::Algo backend, bool protect) {
+  return backend == gemm::Algo::automatic && !protect && !narrow_switched_off() && narrow_rows_pay(d);
+}
+
 template <class T>
 bool uses_nearest(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
                   gemm::Math math) {
@@ -1063,7 +1088,8 @@ ShardAssigner<T>::ShardAssigner(Context& ctx, const T* x, std::int64_t n, std::i
                                 gemm::Algo backend, gemm::Math math, bool column_copy)
     : impl_(std::make_unique<Impl>(ctx, x, n, d, k, backend, math)) {
   const std::size_t elems = static_cast<std::size_t>(n) * static_cast<std::size_t>(d);
-  if (column_copy && !impl_->assign.fused() && !impl_->assign.few && n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
+  if (column_copy && !impl_->assign.fused() && !impl_->assign.few && !impl_->assign.narrow &&
+      n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
     impl_->xt = DeviceBuffer<T>(elems);
     detail::to_columns(x, n, d, impl_->xt.data(), ctx.stream());
     impl_->assign.xt = impl_->xt.data();
@@ -1081,6 +1107,11 @@ bool ShardAssigner<T>::fused() const {
 template <class T>
 bool ShardAssigner<T>::few() const {
   return impl_->assign.few;
+}
+
+template <class T>
+bool ShardAssigner<T>::narrow() const {
+  return impl_->assign.narrow;
 }
 
 template <class T>

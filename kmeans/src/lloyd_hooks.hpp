@@ -34,6 +34,7 @@ class ShardAssigner {
 
   bool fused() const;        ///< through gemm::nearest
   bool few() const;          ///< through detail::few_nearest (few clusters, X read once)
+  bool narrow() const;       ///< through detail::narrow_nearest (rows of a few values)
   bool column_copy() const;  ///< the GEMM reads a column-major copy of x
   /// counts are zeroed first; cnorm = ||c_j||^2 of the k x d centroids c.
   void run(const T* c, const T* xnorm, const T* cnorm, std::int32_t* labels, T* mindist, int* counts);

@@ -83,6 +83,15 @@ inline bool one_pass_beats_two(bool sixteen_bit, std::int64_t d, std::int64_t k)
   return sixteen_bit || (k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims);
 }
 
+/// Rows of at most this many values take detail::narrow_nearest for any number of clusters, in both precision
+/// modes and every type: differences squared on the FMA units, where the fused kernel's compare per padded
+/// distance bounds it and its one-product distances lose the labels' last digits to cancellation.
+/// MEASUREMENTS PENDING.
+constexpr std::int64_t kNarrowRowsMaxDims = 4;
+
+/// Whether rows of d values take detail::narrow_nearest (the rule above).
+inline bool narrow_rows_pay(std::int64_t d) { return d <= kNarrowRowsMaxDims; }
+
 /// Most clusters for which 16-bit data takes the few-clusters kernels, and from how many dimensions: below,
 /// or with more clusters, gemm::nearest on the 16-bit rows is faster (H100, 2^20 points, ms per iteration,
 /// few-clusters kernels at k = 16 against gemm::nearest at k = 128, half: d = 2 0.56 / 0.33, d = 16 0.65 /

@@ -81,13 +81,15 @@ template <class T>
 class StreamLloyd {
  public:
   StreamLloyd(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const Params& params,
-              const std::vector<double>& sample_weight, const StreamPlan& plan, bool fused, const StreamOptions& options)
+              const std::vector<double>& sample_weight, const StreamPlan& plan, bool fused, bool narrow,
+              const StreamOptions& options)
       : ctx_(ctx), x_(x), n_(n), d_(d), k_(params.k), params_(params), w_(sample_weight), plan_(plan), fused_(fused),
+        narrow_(narrow),
         resident_(plan.per_point_on_device), gemm_rows_(detail::chunk_rows(n, params.k, sizeof(T))),
         xnorm_(point_rows()), mindist_(point_rows()), c_(size(k_ * d)), c_next_(size(k_ * d)), cnorm_(size(k_)),
         labels_(point_rows()), prev_labels_(resident_ ? size(n) : 0), counts_(size(k_)), changed_(1), changed_host_(1),
         weights_(resident_ ? sample_weight : std::vector<double>{}),
-        g_(fused ? 0 : size(std::min(plan.chunk_rows, gemm_rows_) * k_)), part_scratch_(detail::kSumScratch),
+        g_(fused || narrow ? 0 : size(std::min(plan.chunk_rows, gemm_rows_) * k_)), part_scratch_(detail::kSumScratch),
         parts_host_(resident_ ? 0 : size(plan.chunks)), labels_host_(resident_ ? 0 : size(n)),
         mindist_host_(resident_ ? 0 : size(n)),
         stream_(n, plan.chunk_rows,
@@ -264,10 +266,15 @@ class StreamLloyd {
     SKINNY_CUDA_TRY(cudaMemsetAsync(counts_.data(), 0, size(k_) * sizeof(int), ctx_.stream()));
   }
 
-  /// fit's assignment (Assigner) on one chunk: the fused kernel, or the GEMM in fit's row chunks and the
-  /// argmin; the cluster counts add up over the chunks.
+  /// fit's assignment (Assigner) on one chunk: narrow_nearest, the fused kernel, or the GEMM in fit's row
+  /// chunks and the argmin; the cluster counts add up over the chunks.
   void assign(const T* x, std::int64_t rows, const T* xnorm, std::int32_t* labels, T* mindist) {
     const cudaStream_t stream = ctx_.stream();
+    if (narrow_) {
+      detail::narrow_nearest(x, rows, d_, c_.data(), k_, labels, mindist, stream);
+      detail::count_labels(labels, rows, k_, counts_.data(), stream);
+      return;
+    }
     if constexpr (std::is_same_v<T, float>) {
       if (fused_) {
         gemm::NearestArguments a;
@@ -406,7 +413,7 @@ class StreamLloyd {
   const Params& params_;
   const std::vector<double>& w_;
   StreamPlan plan_;
-  bool fused_, resident_;
+  bool fused_, narrow_, resident_;
   std::int64_t gemm_rows_;
   DeviceBuffer<T> xnorm_, mindist_, c_, c_next_, cnorm_;  // xnorm_, mindist_: all points, or one chunk's
   DeviceBuffer<std::int32_t> labels_, prev_labels_;       // the same; prev_labels_ only for all points
@@ -447,14 +454,16 @@ StreamResult<T> fit_host(Context& ctx, const T* x, std::int64_t n, std::int64_t 
   if (attr.type == cudaMemoryTypeDevice)
     throw std::invalid_argument("kmeans: fit_host streams X from host memory, and this X is in device memory: use fit");
 
-  const bool fused = detail::uses_nearest(ctx, placeholder<T>(), n, d, params.k, params.backend, params.math);
+  const bool narrow = detail::narrow_assignment(d, params.backend, false);
+  const bool fused =
+      !narrow && detail::uses_nearest(ctx, placeholder<T>(), n, d, params.k, params.backend, params.math);
   detail::StreamProblem problem;
   problem.n = n;
   problem.d = d;
   problem.k = params.k;
   problem.elem_bytes = sizeof(T);
   problem.weighted = !sample_weight.empty();
-  problem.fused = fused;
+  problem.fused = fused || narrow;  // no GEMM's cross terms (narrow: the plan's nearest scratch to spare)
   problem.init = resolve_init(params.init, params.k);
   problem.init_oversampling = params.init_oversampling;
   problem.init_rounds = params.init_rounds;
@@ -462,7 +471,7 @@ StreamResult<T> fit_host(Context& ctx, const T* x, std::int64_t n, std::int64_t 
   const std::size_t budget = options.max_gpu_memory > 0 ? std::min(options.max_gpu_memory, available) : available;
   const StreamPlan plan = detail::plan_stream(problem, budget, options.chunk_rows);
 
-  StreamLloyd<T> lloyd(ctx, x, n, d, params, sample_weight, plan, fused, options);
+  StreamLloyd<T> lloyd(ctx, x, n, d, params, sample_weight, plan, fused, narrow, options);
   const int runs = params.init == Init::given ? 1 : params.n_init;
   StreamResult<T> best;
   for (int run = 0; run < runs; ++run) {

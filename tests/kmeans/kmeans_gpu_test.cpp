@@ -176,15 +176,17 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, k, gemm::Algo::cublas));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, 16, gemm::Algo::automatic));
   // Exact products from 32 clusters where they run on wgmma (Hopper), and there from 16 for rows of 128
-  // floats or more; from 128 on mma.sync; rows under 8 floats from 16 clusters in both modes.
+  // floats or more; from 128 on mma.sync; rows of 5 to 7 floats from 16 clusters in both modes (rows of up
+  // to 4 take narrow_nearest for any k).
   const bool wgmma = gemm::nearest_uses_wgmma(ctx);
   EXPECT_EQ(wgmma, "nearest" == distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic));
   EXPECT_EQ(wgmma, "nearest" == distance_method<float>(ctx, x.data(), 1000, 128, 16, gemm::Algo::automatic));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 128, 15, gemm::Algo::automatic));
   EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), 1000, 127, 16, gemm::Algo::automatic));
-  EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, 2, 16, gemm::Algo::automatic));
-  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, 2, 15, gemm::Algo::automatic));
+  EXPECT_EQ("nearest", distance_method<float>(ctx, x.data(), n, 5, 16, gemm::Algo::automatic));
+  EXPECT_NE("nearest", distance_method<float>(ctx, x.data(), n, 5, 15, gemm::Algo::automatic));
+  EXPECT_EQ("narrow rows", distance_method<float>(ctx, x.data(), n, 4, 16, gemm::Algo::automatic));
   // From the true centres (k-means++ may settle in a local optimum with 130 clusters, on any backend).
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 9);
   // Fast mode's route depends on the data (a half copy where half holds it): asked of the blobs.
@@ -196,9 +198,10 @@ TEST_F(KmeansGpu, ManyClustersRunTheFusedKernel) {
   const Result<float> r = fit<float>(ctx, x.data(), n, d, p, truth.centers);
   EXPECT_DOUBLE_EQ(1.0, adjusted_rand_index(truth.labels, r.labels));
   matches_reference<float>(n, d, k, gemm::Algo::automatic, 1e-5);
-  matches_reference<float>(1001, 4, 257, gemm::Algo::automatic, 1e-5);
-  matches_reference<float>(2003, 37, 150, gemm::Algo::automatic, 1e-5);  // rows padded to 40 in a copy
-  matches_reference<float>(3001, 2, 129, gemm::Algo::automatic, 1e-5);   // and to 4
+  matches_reference<float>(1001, 5, 257, gemm::Algo::automatic, 1e-5);   // rows padded to 8 in a copy
+  matches_reference<float>(2003, 37, 150, gemm::Algo::automatic, 1e-5);  // and to 40
+  matches_reference<float>(3001, 2, 129, gemm::Algo::automatic, 1e-5);   // narrow rows
+  matches_reference<double>(3001, 3, 129, gemm::Algo::automatic, 1e-12);
 }
 
 /// Fits the blobs from their true centres in exact and in fast math (`p` otherwise as given): fast finds the
@@ -322,8 +325,8 @@ void half_copy_labels_are_nearest_but_for_near_ties(std::int64_t n, std::int64_t
 /// padded rows, the sizes where the TF32 GEMM would otherwise be taken); outside that range, TF32. Exact
 /// mode's first pass reads it too.
 TEST_F(KmeansGpu, FastMathReadsAHalfCopyWhereHalfHoldsTheData) {
-  half_copy_labels_are_nearest_but_for_near_ties(2003, 1, 16, 10.0);
-  half_copy_labels_are_nearest_but_for_near_ties(1001, 3, 17, 10.0);
+  half_copy_labels_are_nearest_but_for_near_ties(2003, 5, 16, 10.0);
+  half_copy_labels_are_nearest_but_for_near_ties(1001, 7, 17, 10.0);
   half_copy_labels_are_nearest_but_for_near_ties(4099, 33, 130, 10.0);
   half_copy_labels_are_nearest_but_for_near_ties(3001, 130, 1000, 4.0);
   half_copy_labels_are_nearest_but_for_near_ties(2100, 515, 2040, 4.0);  // where TF32 would take the GEMM

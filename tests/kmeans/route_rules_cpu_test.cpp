@@ -26,6 +26,12 @@ TEST(RouteRules, FloatTakesTheFusedKernelFromTheMeasuredClusterCounts) {
   EXPECT_EQ(32, fused_min_float_clusters(128, Math::fast, false, false));
 }
 
+TEST(RouteRules, RowsOfUpToFourValuesTakeTheNarrowKernel) {
+  for (std::int64_t d = 1; d <= 4; ++d) EXPECT_TRUE(narrow_rows_pay(d)) << d;
+  EXPECT_FALSE(narrow_rows_pay(5));
+  EXPECT_FALSE(narrow_rows_pay(16));
+}
+
 TEST(RouteRules, FastFloatTakesTheTf32GemmOnlyForManyClustersOfManyDimensions) {
   EXPECT_TRUE(tf32_gemm_beats_fused(true, 512, 2048, Math::fast));
   EXPECT_TRUE(tf32_gemm_beats_fused(true, 1024, 1024, Math::fast));  // k d = 2^20 exactly

@@ -121,7 +121,8 @@ struct Params {
   /// 3x less tensor-core work than exact; a point whose two nearest centres are within ~1e-3 relative of
   /// each other (float, half) or ~1e-2 (bfloat16) can take the other one). Only the fused kernel (many
   /// clusters; any number for 16-bit data outside the few-clusters kernels) and the TF32 GEMM compute
-  /// differently; elsewhere both are exact.
+  /// differently; elsewhere both are exact, and so are rows of up to 4 values with Algo::automatic
+  /// (their distances are sums of squared differences on the FMA units in both modes).
   gemm::Math math = gemm::Math::exact;
   /// Keep a column-major copy of X (n x d more device memory, made once per fit) for the distance
   /// GEMM, which then reads X along points: the tall-skinny kernels stream that layout faster than
@@ -241,7 +242,9 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
                          const std::vector<compute_t<T>>& initial_centroids = {},
                          const std::vector<double>& sample_weight = {});
 
-/// How fit and predict compute the distances of this problem: "few-clusters" (Algo::automatic, k <= 8 with
+/// How fit and predict compute the distances of this problem: "narrow rows" (Algo::automatic, d <= 4, any k,
+/// not with Params::protect: squared differences summed on the FMA units, both precision modes alike),
+/// "few-clusters" (Algo::automatic, k <= 8 with
 /// d >= 128 for 16-bit data and 128 <= d <= 512 for float, on Hopper: dot products on the FMA units, X read once;
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
 /// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
