@@ -207,12 +207,11 @@ void few_nearest(const T* x, std::int64_t n, std::int64_t d, const float* c, std
 /// Most dimensions narrow_nearest takes.
 constexpr std::int64_t kNarrowMaxDims = 4;
 /// For rows of d <= kNarrowMaxDims values (float, double or 16-bit X, read once in its own type): each
-/// point's label and squared distance to the nearest of the k x d centroids c, for any k, on the FMA units
-/// (ties: the lowest index; narrow_nearest.cu): Math::exact as sums of squared differences, Math::fast as
-/// ||c||^2 - 2 x.c in the compute type. No counts.
+/// point's label and squared distance to the nearest of the k x d centroids c, the distances formed as sums
+/// of squared differences on the FMA units (ties: the lowest index), for any k (narrow_nearest.cu). No counts.
 template <class T>
 void narrow_nearest(const T* x, std::int64_t n, std::int64_t d, const compute_t<T>* c, std::int64_t k,
-                    gemm::Math math, std::int32_t* labels, compute_t<T>* mindist, cudaStream_t stream);
+                    std::int32_t* labels, compute_t<T>* mindist, cudaStream_t stream);
 
 /// Where assign_and_sum adds the points: an Updater's (high, low) words and its columns' scales.
 struct SumTarget {
@@ -360,20 +359,13 @@ class Updater {
   double settle(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream, cudaEvent_t means_done = nullptr);
   bool moved() const noexcept { return moved_; }
-  /// The sums for all n points under `labels` (their counts counts_dev), then queue_means: update() up to
-  /// its wait, for a caller that queues more work before settle. Where `few_changes` (the caller expects
-  /// few labels to differ from the last call's), the sums still hold the last call's labels and moving
-  /// points is allowed (SKINNY_KMEANS_MOVES=0 forbids it, for comparisons), only the points whose label
-  /// changed move from one cluster's sums to the other's: integer subtractions and additions, so the
-  /// sums are those of begin and accumulate over all points, in a pass over the labels and the changed
-  /// rows instead of all of X. Otherwise begin and accumulate.
+  /// begin, accumulate over all n points (labels and their counts counts_dev) and queue_means: update()
+  /// up to its wait, for a caller that queues more work before settle.
   void queue_update(const T* x, const double* weights, const std::int32_t* labels, const int* counts_dev,
-                    const C* old_c, C* new_c, cudaStream_t stream, bool few_changes = false);
+                    const C* old_c, C* new_c, cudaStream_t stream);
   /// queue_update, then settle.
   double update(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
-                const C* old_c, C* new_c, cudaStream_t stream, bool few_changes = false);
-  /// Whether the last queue_update moved the changed points (rather than summing all of them).
-  bool moved_changes() const noexcept { return moved_changes_; }
+                const C* old_c, C* new_c, cudaStream_t stream);
 
   /// The sums as (high words [k][d], low words [k][d]) and the weight sums (high [k], low [k]): what
   /// several GPUs add up between accumulate() and finish().
@@ -407,11 +399,6 @@ class Updater {
   Sums way_ = Sums::sorted;
   std::int64_t ranges_ = 0;  ///< row ranges of the binned sums
   bool scaled_ = false, weighted_ = false, moved_ = false;
-  /// The labels the sums hold (queue_update's last), while summed_valid_; the calls since all points were
-  /// summed (each moves at most n points: the low words stay far below 2^64).
-  DeviceBuffer<std::int32_t> summed_labels_;
-  bool summed_valid_ = false, moved_changes_ = false;
-  std::int64_t moves_since_sum_ = 0;
   double weight_scale_ = 1;
   DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels (the radix sort's), then grouped labels
   DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices (the radix sort's), then grouped by label

@@ -436,7 +436,7 @@ struct Assigner {
     }
     if (narrow) {  // distances and argmin in one kernel count as distances, the counts as the argmin
       events[0]->record(stream);
-      detail::narrow_nearest(x, n, d, c, k, math, labels, mindist, stream);
+      detail::narrow_nearest(x, n, d, c, k, labels, mindist, stream);
       events[1]->record(stream);
       detail::count_labels(labels, n, k, counts, stream);
       events[2]->record(stream);
@@ -683,10 +683,6 @@ void check_weights(const std::vector<double>& w, std::int64_t n) {
                                   " must be finite and > 0");
 }
 
-/// The update moves the points whose label changed, instead of summing all points, when the iteration
-/// before changed fewer than n / kMoveChangesBelow labels (Updater::queue_update). MEASUREMENTS PENDING.
-constexpr unsigned long long kMoveChangesBelow = 32;
-
 /// One fit's data and what every run from a seed shares: norms, the column-major copy, the weights,
 /// the scaled tol and the sums' scales; run() is one Lloyd run from one set of initial centroids.
 template <class T>
@@ -769,7 +765,6 @@ class Lloyd {
     // ahead: this iteration's assignment was queued by the last update(), right after
     // that iteration's end event; its results wait in the *_ahead_ buffers.
     bool ahead = false;
-    few_changes_ = false;
     CudaEvent ends[2];
     for (int it = 1; it <= params_.max_iter; ++it) {
       CudaEvent update_start;
@@ -802,7 +797,6 @@ class Lloyd {
       ahead = queues_ahead() && !updater_.moved();  // a move changed the centroids after it was queued
       // The changes count the empty-cluster moves of the iteration before too: they change labels.
       const unsigned long long changed = counts_changes ? inertia_sum_.changes() : 0;
-      few_changes_ = counts_changes && changed * kMoveChangesBelow <= static_cast<unsigned long long>(n_);
       if (detail::end_iteration(result, params_, it, times, inertia, shift, changed, tol_scaled_)) break;
     }
     // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the
@@ -871,8 +865,7 @@ class Lloyd {
   double update(bool inject_fault, ProtectionReport& report, CudaEvent& end) {
     const cudaStream_t stream = ctx_.stream();
     if (queues_ahead()) {
-      updater_.queue_update(x_, weights(), labels_.data(), counts_.data(), c_.data(), c_next_.data(), stream,
-                            few_changes_);
+      updater_.queue_update(x_, weights(), labels_.data(), counts_.data(), c_.data(), c_next_.data(), stream);
       end.record(stream);
       assign_.keep_events();
       assign_into(c_next_.data(), labels_ahead_.data(), mindist_ahead_.data(), counts_ahead_.data());
@@ -892,7 +885,7 @@ class Lloyd {
                              stream);
     if (!sum_guard_)
       return updater_.update(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
-                             stream, few_changes_);
+                             stream);
     const auto accumulate = [&] {
       updater_.begin(stream);
       updater_.accumulate(x_, weights(), labels_.data(), n_, stream);
@@ -958,9 +951,6 @@ class Lloyd {
   bool one_pass_ = false;          // the assignment forms the update's sums (Result::one_pass)
   detail::SumTarget sum_target_{};  // the updater's sums, for the assignment
   double tol_scaled_ = 0, shared_init_ms_ = 0;
-  /// Whether the last iteration changed few labels (under n / kMoveChangesBelow): the next update then moves
-  /// the changed points between the sums instead of summing all (Updater::queue_update).
-  bool few_changes_ = false;
 };
 
 }  // namespace

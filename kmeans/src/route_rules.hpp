@@ -84,8 +84,8 @@ inline bool one_pass_beats_two(bool sixteen_bit, std::int64_t d, std::int64_t k)
 }
 
 /// Rows of at most this many values take detail::narrow_nearest for any number of clusters, in both precision
-/// modes and every type: distances on the FMA units, where the fused kernel's compare per padded distance
-/// bounds it and its one-product distances lose the labels' last digits to cancellation.
+/// modes and every type: differences squared on the FMA units, where the fused kernel's compare per padded
+/// distance bounds it and its one-product distances lose the labels' last digits to cancellation.
 /// MEASUREMENTS PENDING.
 constexpr std::int64_t kNarrowRowsMaxDims = 4;
 
