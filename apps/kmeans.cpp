@@ -116,7 +116,7 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
                  "or three exact 16-bit products); fast: one product per cross term there (float: half products on a "
                  "half copy of X where half holds it, else TF32; 16-bit data: the centroids rounded to half/bf16; "
                  "near-ties can pick the other centre); rows of up to 4 values: differences squared on the FMA "
-                 "units in both modes")
+                 "units, exact labels (fast mode: d <= 2, or k <= 1024)")
       ->check(CLI::IsMember({"exact", "fast"}))->capture_default_str();
   app.add_option("--iters", o.iters, "Lloyd iterations at most")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--tol", o.tol,

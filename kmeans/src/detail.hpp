@@ -66,8 +66,9 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
                const std::vector<double>& sample_weight);
 
 /// Whether fit's assignment runs through narrow_nearest: Algo::automatic, no Params::protect (its checks
-/// ride on a GEMM's or the fused kernel's terms) and rows narrow enough (route_rules.hpp: narrow_rows_pay).
-bool narrow_assignment(std::int64_t d, gemm::Algo backend, bool protect);
+/// ride on a GEMM's or the fused kernel's terms) and rows narrow enough for k and math (route_rules.hpp:
+/// narrow_rows_pay).
+bool narrow_assignment(std::int64_t d, std::int64_t k, gemm::Math math, gemm::Algo backend, bool protect);
 
 /// Whether fit's assignment runs through gemm::nearest for these arguments (lloyd.cu decides): x only
 /// needs its alignment, it is not read.

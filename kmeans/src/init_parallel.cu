@@ -117,7 +117,8 @@ SamplingRows sampling_rows(const float* x, std::int64_t n, std::int64_t d, const
 }
 
 /// For every point, the nearest of the m centres c (m x d) and its squared distance. Rows of a few values
-/// through narrow_nearest, as the Lloyd iterations take them (narrow_assignment). Float through
+/// through narrow_nearest, as exact Lloyd iterations take them for any count of centres (narrow_assignment).
+/// Float through
 /// gemm::nearest where it can run (compute capability >= 8.0): the cross term on the tensor cores fused
 /// with the argmin, in one product (Math::fast), on the copy in `rows` where there is one (else X): D^2
 /// sampling needs the distances' sizes, not their last bits, and a point that nearly ties two
@@ -127,7 +128,7 @@ template <class T>
 void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const T* xnorm, const T* c,
                      std::int64_t m, const T* cnorm, const SamplingRows& rows, std::int32_t* labels, T* dist) {
   const cudaStream_t stream = ctx.stream();
-  if (narrow_assignment(d, gemm::Algo::automatic, false)) {
+  if (narrow_assignment(d, m, gemm::Math::exact, gemm::Algo::automatic, false)) {
     narrow_nearest(x, n, d, c, m, labels, dist, stream);
     return;
   }
@@ -713,7 +714,8 @@ void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t
   DeviceBuffer<T> d2(N), new_dist(N);
   SamplingRows sampling;
   if constexpr (std::is_same_v<T, float>)
-    if (!narrow_assignment(d, gemm::Algo::automatic, false)) sampling = sampling_rows(x, n, d, half, stream);
+    if (!narrow_assignment(d, 1, gemm::Math::exact, gemm::Algo::automatic, false))
+      sampling = sampling_rows(x, n, d, half, stream);
   DeviceBuffer<std::int32_t> label(N), new_label(N);
   DeviceBuffer<unsigned char> is_candidate(N);
   DeviceBuffer<std::int64_t> cand_idx(N);  // candidates' point indices, in the order they were sampled

@@ -339,7 +339,7 @@ struct Assigner {
 
   Assigner(Context& c, const T* x_, std::int64_t n_, std::int64_t d_, std::int64_t k_, gemm::Algo b, gemm::Math m,
            bool protect = false)
-      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), narrow(detail::narrow_assignment(d_, b, protect)),
+      : ctx(c), x(x_), n(n_), d(d_), k(k_), backend(b), math(m), narrow(detail::narrow_assignment(d_, k_, m, b, protect)),
         half(narrow ? detail::HalfRows{} : assignment_half_rows(c, x_, n_, d_, k_, b, m, protect)),
         route(narrow                                      ? NearestRoute::none
               : half.empty() || m == gemm::Math::exact ? nearest_route(c, x_, n_, d_, k_, b, m, true, protect)
@@ -1005,7 +1005,7 @@ template <class T>
 std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                             gemm::Algo backend, gemm::Math math) {
   check_shape(x, n, d, k, backend);
-  if (detail::narrow_assignment(d, backend, false)) return "narrow rows";
+  if (detail::narrow_assignment(d, k, math, backend, false)) return "narrow rows";
   if constexpr (std::is_same_v<T, float>) {
     if (math == gemm::Math::fast && half_copy_candidate<T>(ctx, n, d, k, backend, math, false) &&
         detail::half_rows_possible(x, n, d, ctx.stream()))
@@ -1047,8 +1047,8 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
 }
 
 static_assert(kNarrowRowsMaxDims <= kNarrowMaxDims, "the rule routes only rows the kernel takes");
-bool narrow_assignment(std::int64_t d, gemm::Algo backend, bool protect) {
-  return backend == gemm::Algo::automatic && !protect && !narrow_switched_off() && narrow_rows_pay(d);
+bool narrow_assignment(std::int64_t d, std::int64_t k, gemm::Math math, gemm::Algo backend, bool protect) {
+  return backend == gemm::Algo::automatic && !protect && !narrow_switched_off() && narrow_rows_pay(d, k, math);
 }
 
 template <class T>

@@ -83,14 +83,24 @@ inline bool one_pass_beats_two(bool sixteen_bit, std::int64_t d, std::int64_t k)
   return sixteen_bit || (k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims);
 }
 
-/// Rows of at most this many values take detail::narrow_nearest for any number of clusters, in both precision
-/// modes and every type: differences squared on the FMA units, where the fused kernel's compare per padded
-/// distance bounds it and its one-product distances lose the labels' last digits to cancellation.
-/// MEASUREMENTS PENDING.
+/// Rows of at most this many values take detail::narrow_nearest (squared differences summed on the FMA
+/// units: an exact argmin's labels) in exact mode for any number of clusters, and in fast mode with up to
+/// kNarrowFastMaxClusters clusters or up to kNarrowFastAnyClustersMaxDims dimensions: there the fused kernel's
+/// compare per padded distance bounds it, and its one-product distances lose the labels' last digits to
+/// cancellation. With more clusters at d = 3 and 4, fast mode's one half product per term is faster than a
+/// subtraction and a multiply-add per dimension. H100, 2^20 float points, ms per iteration, fused -> narrow
+/// (bench/results/h100/2026-12-07_narrow-rows): exact d = 2, k = 1024 0.769 -> 0.382, k = 8192 4.84 -> 2.56;
+/// d = 4, k = 8192 4.87 -> 3.85; fast d = 2, k = 16 0.179 -> 0.078, k = 8192 3.02 -> 2.55; d = 3, k = 1024
+/// 0.613 -> 0.484, k = 8192 3.01 -> 3.33; d = 4, k = 1024 0.610 -> 0.558, k = 8192 3.05 -> 3.83.
 constexpr std::int64_t kNarrowRowsMaxDims = 4;
+constexpr std::int64_t kNarrowFastAnyClustersMaxDims = 2;
+constexpr std::int64_t kNarrowFastMaxClusters = 1024;
 
-/// Whether rows of d values take detail::narrow_nearest (the rule above).
-inline bool narrow_rows_pay(std::int64_t d) { return d <= kNarrowRowsMaxDims; }
+/// Whether rows of d values with k clusters take detail::narrow_nearest in `math` (the rule above).
+inline bool narrow_rows_pay(std::int64_t d, std::int64_t k, gemm::Math math) {
+  if (d > kNarrowRowsMaxDims) return false;
+  return math == gemm::Math::exact || d <= kNarrowFastAnyClustersMaxDims || k <= kNarrowFastMaxClusters;
+}
 
 /// Most clusters for which 16-bit data takes the few-clusters kernels, and from how many dimensions: below,
 /// or with more clusters, gemm::nearest on the 16-bit rows is faster (H100, 2^20 points, ms per iteration,

@@ -454,7 +454,7 @@ StreamResult<T> fit_host(Context& ctx, const T* x, std::int64_t n, std::int64_t 
   if (attr.type == cudaMemoryTypeDevice)
     throw std::invalid_argument("kmeans: fit_host streams X from host memory, and this X is in device memory: use fit");
 
-  const bool narrow = detail::narrow_assignment(d, params.backend, false);
+  const bool narrow = detail::narrow_assignment(d, params.k, params.math, params.backend, false);
   const bool fused =
       !narrow && detail::uses_nearest(ctx, placeholder<T>(), n, d, params.k, params.backend, params.math);
   detail::StreamProblem problem;

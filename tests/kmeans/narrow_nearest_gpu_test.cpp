@@ -138,8 +138,9 @@ TEST_F(NarrowNearestGpu, RefusesRowsItDoesNotTake) {
                std::invalid_argument);
 }
 
-/// fit takes it for rows of up to four values with Algo::automatic, in both modes and for any k, not with a
-/// backend named (kmeans_gpu_test checks fit's labels on narrow rows against the CPU reference).
+/// fit takes it for rows of up to four values with Algo::automatic, in exact mode for any k and in fast mode
+/// for d <= 2 or k <= 1024, not with a backend named (kmeans_gpu_test checks fit's labels on narrow rows
+/// against the CPU reference).
 TEST_F(NarrowNearestGpu, FitTakesItForNarrowRows) {
   Context& ctx = shared_context();
   const std::int64_t n = 5003;
@@ -153,6 +154,9 @@ TEST_F(NarrowNearestGpu, FitTakesItForNarrowRows) {
     EXPECT_NE("narrow rows", distance_method<float>(ctx, x.data(), n, 5, 1000, gemm::Algo::automatic, math));
     EXPECT_NE("narrow rows", distance_method<float>(ctx, x.data(), n, 2, 1000, gemm::Algo::cublas, math));
   }
+  EXPECT_EQ("narrow rows", distance_method<float>(ctx, x.data(), n, 3, 2000, gemm::Algo::automatic));
+  EXPECT_NE("narrow rows",
+            distance_method<float>(ctx, x.data(), n, 3, 2000, gemm::Algo::automatic, gemm::Math::fast));
 }
 
 }  // namespace

@@ -27,9 +27,16 @@ TEST(RouteRules, FloatTakesTheFusedKernelFromTheMeasuredClusterCounts) {
 }
 
 TEST(RouteRules, RowsOfUpToFourValuesTakeTheNarrowKernel) {
-  for (std::int64_t d = 1; d <= 4; ++d) EXPECT_TRUE(narrow_rows_pay(d)) << d;
-  EXPECT_FALSE(narrow_rows_pay(5));
-  EXPECT_FALSE(narrow_rows_pay(16));
+  for (std::int64_t d = 1; d <= 4; ++d) {
+    EXPECT_TRUE(narrow_rows_pay(d, 8192, Math::exact)) << d;
+    EXPECT_TRUE(narrow_rows_pay(d, 1024, Math::fast)) << d;
+  }
+  // Fast mode with more clusters: at d <= 2 only (one half product per term beats the differences above).
+  EXPECT_TRUE(narrow_rows_pay(2, 8192, Math::fast));
+  EXPECT_FALSE(narrow_rows_pay(3, 1025, Math::fast));
+  EXPECT_FALSE(narrow_rows_pay(4, 8192, Math::fast));
+  EXPECT_FALSE(narrow_rows_pay(5, 2, Math::exact));
+  EXPECT_FALSE(narrow_rows_pay(16, 16, Math::fast));
 }
 
 TEST(RouteRules, FastFloatTakesTheTf32GemmOnlyForManyClustersOfManyDimensions) {

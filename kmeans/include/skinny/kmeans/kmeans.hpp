@@ -121,8 +121,9 @@ struct Params {
   /// 3x less tensor-core work than exact; a point whose two nearest centres are within ~1e-3 relative of
   /// each other (float, half) or ~1e-2 (bfloat16) can take the other one). Only the fused kernel (many
   /// clusters; any number for 16-bit data outside the few-clusters kernels) and the TF32 GEMM compute
-  /// differently; elsewhere both are exact, and so are rows of up to 4 values with Algo::automatic
-  /// (their distances are sums of squared differences on the FMA units in both modes).
+  /// differently; elsewhere both are exact, and so are rows of up to 4 values with Algo::automatic (sums
+  /// of squared differences on the FMA units; fast mode at d = 3 and 4 only up to 1024 clusters, above
+  /// which its half products are faster).
   gemm::Math math = gemm::Math::exact;
   /// Keep a column-major copy of X (n x d more device memory, made once per fit) for the distance
   /// GEMM, which then reads X along points: the tall-skinny kernels stream that layout faster than
@@ -242,8 +243,8 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
                          const std::vector<compute_t<T>>& initial_centroids = {},
                          const std::vector<double>& sample_weight = {});
 
-/// How fit and predict compute the distances of this problem: "narrow rows" (Algo::automatic, d <= 4, any k,
-/// not with Params::protect: squared differences summed on the FMA units, both precision modes alike),
+/// How fit and predict compute the distances of this problem: "narrow rows" (Algo::automatic, d <= 4, any k;
+/// in fast mode d <= 2, or k <= 1024; not with Params::protect: squared differences summed on the FMA units),
 /// "few-clusters" (Algo::automatic, k <= 8 with
 /// d >= 128 for 16-bit data and 128 <= d <= 512 for float, on Hopper: dot products on the FMA units, X read once;
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
