@@ -65,6 +65,11 @@ template <class T>
 void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params, const std::vector<T>& initial_centroids,
                const std::vector<double>& sample_weight);
 
+/// The form narrow_nearest takes for `math`: fast mode's ||c||^2 - 2 x.c only where
+/// SKINNY_KMEANS_NARROW_FAST=1 asks for it (it has not yet run on a GPU: issue 20's note of 2026-12-07),
+/// else the squared differences in both modes (measured: bench/results/h100/2026-12-07_narrow-rows).
+gemm::Math narrow_form(gemm::Math math);
+
 /// Whether fit's assignment runs through narrow_nearest: Algo::automatic, no Params::protect (its checks
 /// ride on a GEMM's or the fused kernel's terms) and rows narrow enough for k and math (route_rules.hpp:
 /// narrow_rows_pay).
@@ -208,11 +213,12 @@ void few_nearest(const T* x, std::int64_t n, std::int64_t d, const float* c, std
 /// Most dimensions narrow_nearest takes.
 constexpr std::int64_t kNarrowMaxDims = 4;
 /// For rows of d <= kNarrowMaxDims values (float, double or 16-bit X, read once in its own type): each
-/// point's label and squared distance to the nearest of the k x d centroids c, the distances formed as sums
-/// of squared differences on the FMA units (ties: the lowest index), for any k (narrow_nearest.cu). No counts.
+/// point's label and squared distance to the nearest of the k x d centroids c, for any k, on the FMA units
+/// (ties: the lowest index; narrow_nearest.cu): Math::exact as sums of squared differences, Math::fast as
+/// ||c||^2 - 2 x.c in the compute type. No counts.
 template <class T>
 void narrow_nearest(const T* x, std::int64_t n, std::int64_t d, const compute_t<T>* c, std::int64_t k,
-                    std::int32_t* labels, compute_t<T>* mindist, cudaStream_t stream);
+                    gemm::Math math, std::int32_t* labels, compute_t<T>* mindist, cudaStream_t stream);
 
 /// Where assign_and_sum adds the points: an Updater's (high, low) words and its columns' scales.
 struct SumTarget {
@@ -360,13 +366,19 @@ class Updater {
   double settle(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
                 const C* old_c, C* new_c, cudaStream_t stream, cudaEvent_t means_done = nullptr);
   bool moved() const noexcept { return moved_; }
-  /// begin, accumulate over all n points (labels and their counts counts_dev) and queue_means: update()
-  /// up to its wait, for a caller that queues more work before settle.
+  /// The sums for all n points under `labels` (their counts counts_dev), then queue_means: update() up to
+  /// its wait, for a caller that queues more work before settle. Where `few_changes` (the caller expects
+  /// few labels to differ from the last call's) and the sums still hold the last call's labels, only the
+  /// points whose label changed move from one cluster's sums to the other's: integer subtractions and
+  /// additions, so the sums are those of begin and accumulate over all points, in a pass over the labels
+  /// and the changed rows instead of all of X. Otherwise begin and accumulate.
   void queue_update(const T* x, const double* weights, const std::int32_t* labels, const int* counts_dev,
-                    const C* old_c, C* new_c, cudaStream_t stream);
+                    const C* old_c, C* new_c, cudaStream_t stream, bool few_changes = false);
   /// queue_update, then settle.
   double update(const T* x, const double* weights, std::int32_t* labels, const C* mindist, const int* counts_dev,
-                const C* old_c, C* new_c, cudaStream_t stream);
+                const C* old_c, C* new_c, cudaStream_t stream, bool few_changes = false);
+  /// Whether the last queue_update moved the changed points (rather than summing all of them).
+  bool moved_changes() const noexcept { return moved_changes_; }
 
   /// The sums as (high words [k][d], low words [k][d]) and the weight sums (high [k], low [k]): what
   /// several GPUs add up between accumulate() and finish().
@@ -400,6 +412,11 @@ class Updater {
   Sums way_ = Sums::sorted;
   std::int64_t ranges_ = 0;  ///< row ranges of the binned sums
   bool scaled_ = false, weighted_ = false, moved_ = false;
+  /// The labels the sums hold (queue_update's last), while summed_valid_; the calls since all points were
+  /// summed (each moves at most n points: the low words stay far below 2^64).
+  DeviceBuffer<std::int32_t> summed_labels_;
+  bool summed_valid_ = false, moved_changes_ = false;
+  std::int64_t moves_since_sum_ = 0;
   double weight_scale_ = 1;
   DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels (the radix sort's), then grouped labels
   DeviceBuffer<std::int32_t> perm_in_, perm_;   ///< point indices (the radix sort's), then grouped by label

@@ -25,9 +25,12 @@ inline double fixed_scale(double max_abs) {
   return std::ldexp(1.0, std::max(-1000, std::min(1000, kFixedBits - 1 - e)));
 }
 
-/// The accumulated sum as a double: (signed high) * 2^32 + low, divided by the scale.
+/// The accumulated sum as a double: (signed high) * 2^32 + low, divided by the scale. The low word's carries
+/// go up first, so that both words convert exactly and the sum rounds once: every (high, low) pair of one
+/// sum (however it was split into partial sums, or moved point by point) gives the same bits.
 SKINNY_HOST_DEVICE inline double from_fixed(unsigned long long hi, unsigned long long lo, double inv_scale) {
-  return (static_cast<double>(static_cast<long long>(hi)) * 4294967296.0 + static_cast<double>(lo)) * inv_scale;
+  const auto high = static_cast<long long>(hi + (lo >> 32));
+  return (static_cast<double>(high) * 4294967296.0 + static_cast<double>(lo & 0xffffffffull)) * inv_scale;
 }
 
 /// The (high, low) words a 64-bit partial sum adds: the signed bits from 32 up (two's complement wraps

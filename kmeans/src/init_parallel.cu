@@ -117,8 +117,8 @@ SamplingRows sampling_rows(const float* x, std::int64_t n, std::int64_t d, const
 }
 
 /// For every point, the nearest of the m centres c (m x d) and its squared distance. Rows of a few values
-/// through narrow_nearest, as exact Lloyd iterations take them for any count of centres (narrow_assignment).
-/// Float through
+/// through narrow_nearest for any count of centres (narrow_assignment; in the form narrow_form gives fast
+/// mode). Float through
 /// gemm::nearest where it can run (compute capability >= 8.0): the cross term on the tensor cores fused
 /// with the argmin, in one product (Math::fast), on the copy in `rows` where there is one (else X): D^2
 /// sampling needs the distances' sizes, not their last bits, and a point that nearly ties two
@@ -129,7 +129,7 @@ void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, c
                      std::int64_t m, const T* cnorm, const SamplingRows& rows, std::int32_t* labels, T* dist) {
   const cudaStream_t stream = ctx.stream();
   if (narrow_assignment(d, m, gemm::Math::exact, gemm::Algo::automatic, false)) {
-    narrow_nearest(x, n, d, c, m, labels, dist, stream);
+    narrow_nearest(x, n, d, c, m, narrow_form(gemm::Math::fast), labels, dist, stream);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {

@@ -436,7 +436,7 @@ struct Assigner {
     }
     if (narrow) {  // distances and argmin in one kernel count as distances, the counts as the argmin
       events[0]->record(stream);
-      detail::narrow_nearest(x, n, d, c, k, labels, mindist, stream);
+      detail::narrow_nearest(x, n, d, c, k, detail::narrow_form(math), labels, mindist, stream);
       events[1]->record(stream);
       detail::count_labels(labels, n, k, counts, stream);
       events[2]->record(stream);
@@ -683,6 +683,16 @@ void check_weights(const std::vector<double>& w, std::int64_t n) {
                                   " must be finite and > 0");
 }
 
+/// The update moves the points whose label changed, instead of summing all points, when the iteration
+/// before changed fewer than n / kMoveChangesBelow labels (Updater::queue_update), where
+/// SKINNY_KMEANS_MOVES=1 asks for it: it gives the bits of summing all points, but it has not yet run on a
+/// GPU, so fits sum all points unless asked (issue 20's note of 2026-12-07).
+constexpr unsigned long long kMoveChangesBelow = 32;
+bool moves_asked_for() {
+  const char* value = std::getenv("SKINNY_KMEANS_MOVES");
+  return value != nullptr && std::string(value) == "1";
+}
+
 /// One fit's data and what every run from a seed shares: norms, the column-major copy, the weights,
 /// the scaled tol and the sums' scales; run() is one Lloyd run from one set of initial centroids.
 template <class T>
@@ -765,6 +775,7 @@ class Lloyd {
     // ahead: this iteration's assignment was queued by the last update(), right after
     // that iteration's end event; its results wait in the *_ahead_ buffers.
     bool ahead = false;
+    few_changes_ = false;
     CudaEvent ends[2];
     for (int it = 1; it <= params_.max_iter; ++it) {
       CudaEvent update_start;
@@ -797,6 +808,7 @@ class Lloyd {
       ahead = queues_ahead() && !updater_.moved();  // a move changed the centroids after it was queued
       // The changes count the empty-cluster moves of the iteration before too: they change labels.
       const unsigned long long changed = counts_changes ? inertia_sum_.changes() : 0;
+      few_changes_ = moves_asked_for() && counts_changes && changed * kMoveChangesBelow <= static_cast<unsigned long long>(n_);
       if (detail::end_iteration(result, params_, it, times, inertia, shift, changed, tol_scaled_)) break;
     }
     // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the
@@ -865,7 +877,8 @@ class Lloyd {
   double update(bool inject_fault, ProtectionReport& report, CudaEvent& end) {
     const cudaStream_t stream = ctx_.stream();
     if (queues_ahead()) {
-      updater_.queue_update(x_, weights(), labels_.data(), counts_.data(), c_.data(), c_next_.data(), stream);
+      updater_.queue_update(x_, weights(), labels_.data(), counts_.data(), c_.data(), c_next_.data(), stream,
+                            few_changes_);
       end.record(stream);
       assign_.keep_events();
       assign_into(c_next_.data(), labels_ahead_.data(), mindist_ahead_.data(), counts_ahead_.data());
@@ -885,7 +898,7 @@ class Lloyd {
                              stream);
     if (!sum_guard_)
       return updater_.update(x_, weights(), labels_.data(), mindist_.data(), counts_.data(), c_.data(), c_next_.data(),
-                             stream);
+                             stream, few_changes_);
     const auto accumulate = [&] {
       updater_.begin(stream);
       updater_.accumulate(x_, weights(), labels_.data(), n_, stream);
@@ -951,6 +964,9 @@ class Lloyd {
   bool one_pass_ = false;          // the assignment forms the update's sums (Result::one_pass)
   detail::SumTarget sum_target_{};  // the updater's sums, for the assignment
   double tol_scaled_ = 0, shared_init_ms_ = 0;
+  /// Whether the last iteration changed few labels (under n / kMoveChangesBelow): the next update then moves
+  /// the changed points between the sums instead of summing all (Updater::queue_update).
+  bool few_changes_ = false;
 };
 
 }  // namespace
@@ -1047,6 +1063,10 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
 }
 
 static_assert(kNarrowRowsMaxDims <= kNarrowMaxDims, "the rule routes only rows the kernel takes");
+gemm::Math narrow_form(gemm::Math math) {
+  const char* value = std::getenv("SKINNY_KMEANS_NARROW_FAST");
+  return value != nullptr && std::string(value) == "1" ? math : gemm::Math::exact;
+}
 bool narrow_assignment(std::int64_t d, std::int64_t k, gemm::Math math, gemm::Algo backend, bool protect) {
   return backend == gemm::Algo::automatic && !protect && !narrow_switched_off() && narrow_rows_pay(d, k, math);
 }

@@ -475,6 +475,44 @@ __global__ void move_point_kernel(const T* __restrict__ x, std::int64_t d, std::
   }
 }
 
+/// Each point whose label differs from the one the sums hold (`summed`) leaves that cluster's sums for its
+/// new one's (its weight too, where weight_hi is set), in the fixed point every sum kernel rounds to, and
+/// its label is recorded: integer subtractions and additions, so the sums become those of all points under
+/// `labels`. A warp tests 32 points at once, then moves each changed one, a lane per column.
+template <class T>
+__global__ void move_changed_kernel(const T* __restrict__ x, std::int64_t n, std::int64_t d,
+                                    const std::int32_t* __restrict__ labels, std::int32_t* __restrict__ summed,
+                                    const double* __restrict__ weights, const double* __restrict__ scale,
+                                    u64* __restrict__ hi, u64* __restrict__ lo, double weight_scale,
+                                    u64* __restrict__ weight_hi, u64* __restrict__ weight_lo) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t base = (static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * 32;
+       base < n; base += warps * 32) {
+    const std::int64_t i = base + lane;
+    const std::int32_t to = i < n ? labels[i] : 0, from = i < n ? summed[i] : 0;
+    const bool changed = to != from;
+    if (changed) summed[i] = to;
+    for (unsigned left = __ballot_sync(kAll, changed); left != 0; left &= left - 1) {
+      const int src = __ffs(left) - 1;
+      const std::int64_t point = base + src;
+      const std::int64_t into = __shfl_sync(kAll, to, src), out_of = __shfl_sync(kAll, from, src);
+      const double w = weights ? weights[point] : 1.0;
+      for (std::int64_t j = lane; j < d; j += 32) {
+        const long long q = to_fixed(to_double(x[point * d + j]) * w, scale[j]);
+        add_fixed(hi + into * d + j, lo + into * d + j, q);
+        add_fixed(hi + out_of * d + j, lo + out_of * d + j, -q);
+      }
+      if (weight_hi != nullptr && lane == 0) {
+        const long long q = to_fixed(w, weight_scale);
+        add_fixed(weight_hi + into, weight_lo + into, q);
+        add_fixed(weight_hi + out_of, weight_lo + out_of, -q);
+      }
+    }
+  }
+}
+
 /// The weight-sum side of a moved point (finish() does it on the host with the same rounding).
 __global__ void move_weight_kernel(double w, double scale, std::int64_t from, std::int64_t to, u64* __restrict__ hi,
                                    u64* __restrict__ lo) {
@@ -677,6 +715,7 @@ void Updater<T>::set_scales(const std::vector<double>& max_abs, bool weighted) {
 template <class T>
 void Updater<T>::begin(cudaStream_t stream) {
   if (!scaled_) throw std::logic_error("Updater: set_scales before the first update");
+  summed_valid_ = false;  // the sums are summed afresh (by accumulate, or a caller of its own)
   SKINNY_CUDA_TRY(cudaMemsetAsync(sums_.data(), 0, sums_.size() * sizeof(u64), stream));
   if (weighted_) SKINNY_CUDA_TRY(cudaMemsetAsync(weight_sums_.data(), 0, weight_sums_.size() * sizeof(u64), stream));
 }
@@ -814,6 +853,7 @@ double Updater<T>::settle_with(const Points& points, const std::vector<double>* 
   else SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
   moved_ = std::find(counts_host_.data(), counts_host_.data() + k_, 0) != counts_host_.data() + k_;
   if (!moved_) return shift_.value();
+  summed_valid_ = false;  // the moves below relabel points the summed labels do not follow
   std::vector<int> counts(counts_host_.data(), counts_host_.data() + k_);
 
   // Empty clusters take the points farthest from their centroids (largest distance first, ties to the
@@ -868,16 +908,39 @@ double Updater<T>::settle_with(const Points& points, const std::vector<double>* 
 
 template <class T>
 void Updater<T>::queue_update(const T* x, const double* weights, const std::int32_t* labels, const int* counts_dev,
-                              const C* old_c, C* new_c, cudaStream_t stream) {
-  begin(stream);
-  accumulate(x, weights, labels, n_, stream, counts_dev);
+                              const C* old_c, C* new_c, cudaStream_t stream, bool few_changes) {
+  // Each call moves at most n points, adding less than 2^32 to a low word per move: far below 2^64 up to
+  // 2^31 moves, after which all points are summed afresh.
+  moved_changes_ = few_changes && summed_valid_ && (moves_since_sum_ + 1) * n_ <= (std::int64_t(1) << 31);
+  if (moved_changes_) {
+    u64* hi = sums_.data();
+    const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n_ + 255) / 256, 8LL * sms_));
+    move_changed_kernel<T><<<blocks, 256, 0, stream>>>(x, n_, d_, labels, summed_labels_.data(), weights, scale_.data(),
+                                                       hi, hi + k_ * d_, weight_scale_,
+                                                       weighted_ ? weight_sums_.data() : nullptr,
+                                                       weighted_ ? weight_sums_.data() + k_ : nullptr);
+    SKINNY_CHECK_LAUNCH();
+    ++moves_since_sum_;
+  } else {
+    begin(stream);
+    accumulate(x, weights, labels, n_, stream, counts_dev);
+    // The labels summed, kept where their copy fits in free memory (else every update sums all points).
+    const std::size_t label_bytes = static_cast<std::size_t>(n_) * sizeof(std::int32_t);
+    if (summed_labels_.size() == 0 && label_bytes <= available_device_memory())
+      summed_labels_ = device_array<std::int32_t>(n_);
+    if (summed_labels_.size() > 0) {
+      SKINNY_CUDA_TRY(cudaMemcpyAsync(summed_labels_.data(), labels, label_bytes, cudaMemcpyDeviceToDevice, stream));
+      summed_valid_ = true;
+      moves_since_sum_ = 0;
+    }
+  }
   queue_means(counts_dev, old_c, new_c, stream);
 }
 
 template <class T>
 double Updater<T>::update(const T* x, const double* weights, std::int32_t* labels, const C* mindist,
-                          const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream) {
-  queue_update(x, weights, labels, counts_dev, old_c, new_c, stream);
+                          const int* counts_dev, const C* old_c, C* new_c, cudaStream_t stream, bool few_changes) {
+  queue_update(x, weights, labels, counts_dev, old_c, new_c, stream, few_changes);
   return settle(x, weights, labels, mindist, counts_dev, old_c, new_c, stream);
 }
 

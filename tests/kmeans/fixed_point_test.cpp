@@ -71,6 +71,37 @@ TEST(FixedPoint, SumsDoNotDependOnSplitOrOrder) {
   }
 }
 
+/// Points moved out of one sum and into another one at a time (each move adds a value's words, or its
+/// negation's): the low word grows past 2^53, where it no longer converts exactly, and the sum still
+/// converts as the same sum formed in one go does (from_fixed carries the low word up first).
+TEST(FixedPoint, AnyWordsOfOneSumConvertAlike) {
+  std::mt19937_64 rng(17);
+  const long long limit = (1LL << 50) - 1;
+  unsigned long long hi = 0, lo = 0;
+  long long fresh = 0;  // the sum of the values left in, formed directly (well within 64 bits)
+  std::vector<long long> in;
+  for (int t = 0; t < 12000000; ++t) {
+    const bool out = !in.empty() && rng() % 2 == 0;
+    long long q = 0;
+    if (out) {
+      const std::size_t at = rng() % in.size();
+      q = -in[at];
+      in[at] = in.back();
+      in.pop_back();
+    } else {
+      q = static_cast<long long>(rng() % (2 * static_cast<unsigned long long>(limit) + 1)) - limit;
+      if (in.size() >= 64) continue;  // few values in, many moves: the low word keeps growing
+      in.push_back(q);
+    }
+    hi += fixed_high(q);
+    lo += fixed_low(q);
+    fresh += q;
+  }
+  ASSERT_GT(lo, 1ULL << 53) << "the low word should have passed 2^53";
+  EXPECT_EQ(from_fixed(fixed_high(fresh), fixed_low(fresh), 1.0), from_fixed(hi, lo, 1.0));
+  EXPECT_EQ(static_cast<double>(fresh), from_fixed(hi, lo, 1.0));
+}
+
 TEST(FixedPoint, AFullBlockOfLargestValuesDoesNotOverflow) {
   const double m = 3.5, scale = fixed_scale(m);
   std::vector<double> v(static_cast<std::size_t>(kFlushRows), -m);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -532,6 +533,100 @@ TEST_F(KmeansGpu, RegisterUpdatesGiveTheMeans) {
     }
   // Two ranges of 128 slices on an H100 or H200: 35000 rows a range, more than a round's 8 x 4096.
   update_matches_cpu<float>(F::Sums::registers, 70001, 4096, 20, 1e-6);
+}
+
+/// An update that moves only the points whose label changed (queue_update with few_changes, after a first
+/// update that summed all points) gives the bits of a fresh update over the new labels: from labels A, then B
+/// (a tenth of the points relabelled, some to clusters A left empty of them), then back to A; every way of
+/// summing, with and without weights, float, double and half. The moves must have run.
+template <class T>
+void moving_changed_points_gives_fresh_sums(typename detail::Updater<T>::Sums sums, std::int64_t n, std::int64_t d,
+                                            std::int64_t k, bool weighted) {
+  using C = compute_t<T>;
+  const auto x = testing::random_nonzero<T>(static_cast<std::size_t>(n * d), 43);
+  const auto old_c = testing::random_nonzero<C>(static_cast<std::size_t>(k * d), 44);
+  std::vector<std::int32_t> a(static_cast<std::size_t>(n)), b(static_cast<std::size_t>(n));
+  std::vector<double> w(weighted ? static_cast<std::size_t>(n) : 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    a[i] = static_cast<std::int32_t>((i * 7 + i / 3) % k);
+    b[i] = i % 10 == 3 ? static_cast<std::int32_t>((a[i] + 1 + i % 5) % k) : a[i];
+    if (weighted) w[i] = 0.25 + double(i % 7) * 1.5;
+  }
+  const auto counts_of = [&](const std::vector<std::int32_t>& labels) {
+    std::vector<int> counts(static_cast<std::size_t>(k), 0);
+    for (const std::int32_t l : labels) ++counts[static_cast<std::size_t>(l)];
+    return DeviceBuffer<int>(counts);
+  };
+  const DeviceBuffer<T> dx(x);
+  const DeviceBuffer<C> dold(old_c);
+  DeviceBuffer<C> dmin(static_cast<std::size_t>(n)), moved(static_cast<std::size_t>(k * d)),
+      fresh(static_cast<std::size_t>(k * d));
+  DeviceBuffer<std::int32_t> da(a), db(b);
+  DeviceBuffer<int> ca = counts_of(a), cb = counts_of(b);
+  const DeviceBuffer<double> dw(w);
+  const double* weights = weighted ? dw.data() : nullptr;
+  const cudaStream_t stream = shared_context().stream();
+  detail::Updater<T> mover(n, d, k, sums);
+  const std::vector<double> max_abs = mover.column_max_abs(dx.data(), n, weights, stream);
+  mover.set_scales(max_abs, weighted);
+  const std::string where = "n=" + std::to_string(n) + " d=" + std::to_string(d) + " k=" + std::to_string(k) +
+                            (weighted ? " weighted" : "") + " element bytes=" + std::to_string(sizeof(T));
+  mover.update(dx.data(), weights, da.data(), dmin.data(), ca.data(), dold.data(), moved.data(), stream, true);
+  EXPECT_FALSE(mover.moved_changes()) << where << ": nothing summed yet to move from";
+  for (const bool to_b : {true, false}) {
+    std::int32_t* labels = to_b ? db.data() : da.data();
+    const int* counts = to_b ? cb.data() : ca.data();
+    const double moved_shift =
+        mover.update(dx.data(), weights, labels, dmin.data(), counts, dold.data(), moved.data(), stream, true);
+    ASSERT_TRUE(mover.moved_changes()) << where;
+    detail::Updater<T> summer(n, d, k, sums);
+    summer.set_scales(max_abs, weighted);
+    const double fresh_shift =
+        summer.update(dx.data(), weights, labels, dmin.data(), counts, dold.data(), fresh.data(), stream);
+    EXPECT_EQ(fresh.to_host(), moved.to_host()) << where << (to_b ? ": A to B" : ": B back to A");
+    EXPECT_EQ(fresh_shift, moved_shift) << where;
+  }
+}
+
+TEST_F(KmeansGpu, MovingChangedPointsGivesTheSumsOfAllPoints) {
+  using F = detail::Updater<float>;
+  for (const bool weighted : {false, true})
+    for (const auto sums : {F::Sums::binned, F::Sums::registers, F::Sums::sorted}) {
+      moving_changed_points_gives_fresh_sums<float>(sums, 5003, 37, 16, weighted);
+      moving_changed_points_gives_fresh_sums<double>(static_cast<detail::Updater<double>::Sums>(sums), 3001, 130, 9,
+                                                     weighted);
+    }
+  moving_changed_points_gives_fresh_sums<__half>(detail::Updater<__half>::Sums::sorted, 20011, 64, 300, false);
+  moving_changed_points_gives_fresh_sums<float>(F::Sums::sorted, 1, 3, 1, true);
+}
+
+/// A fit whose updates move the changed points (SKINNY_KMEANS_MOVES=1) gives the bits of one that sums all
+/// points every iteration (the default): labels, centroids, inertia and iterations, from k-means|| on more
+/// clusters than blobs (points keep changing clusters for a while), weighted and not.
+TEST_F(KmeansGpu, FitsMovingChangedPointsAsSummingAll) {
+  Context& ctx = shared_context();
+  const std::int64_t n = 30011, d = 19;
+  DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
+  make_blobs<float>(ctx, x.data(), n, d, 40, 5, 1.5, 4.0);
+  std::vector<double> w(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) w[static_cast<std::size_t>(i)] = 0.5 + double(i % 3);
+  for (const bool weighted : {false, true}) {
+    Params p;
+    p.k = 64;
+    p.max_iter = 60;
+    p.tol = 0;
+    p.seed = 3;
+    const std::vector<double> weights = weighted ? w : std::vector<double>{};
+    const Result<float> all = fit<float>(ctx, x.data(), n, d, p, {}, weights);
+    ASSERT_EQ(0, setenv("SKINNY_KMEANS_MOVES", "1", 1));
+    const Result<float> moving = fit<float>(ctx, x.data(), n, d, p, {}, weights);
+    ASSERT_EQ(0, unsetenv("SKINNY_KMEANS_MOVES"));
+    EXPECT_GT(all.n_iter, 3) << "iterations where few labels change";
+    EXPECT_EQ(all.labels, moving.labels) << weighted;
+    EXPECT_EQ(all.centroids, moving.centroids) << weighted;
+    EXPECT_EQ(all.inertia, moving.inertia) << weighted;
+    EXPECT_EQ(all.n_iter, moving.n_iter) << weighted;
+  }
 }
 
 /// Binned sums refuse a k whose sums for one vector of columns do not fit a block's shared memory; the

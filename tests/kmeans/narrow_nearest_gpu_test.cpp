@@ -1,8 +1,9 @@
-// detail::narrow_nearest (rows of 1 to 4 values, any k): labels and distances against a double argmin on the
-// host, float, double and 16-bit points, odd shapes (one point, one centre, centres over several of the
-// kernel's tiles), outputs poisoned before the run. On small integer coordinates every distance is exact, ties
-// are common, and the labels must be the host's exactly (the lowest index among equal distances); on random
-// reals a label may name another centre only within the rounding of a sum of d squared differences.
+// detail::narrow_nearest (rows of 1 to 4 values, any k), both modes: labels and distances against a double
+// argmin on the host, float, double and 16-bit points, odd shapes (one point, one centre, centres over several
+// of the kernel's tiles), outputs poisoned before the run. On small integer coordinates every distance is
+// exact in either form, ties are common, and the labels must be the host's exactly (the lowest index among
+// equal distances); on random reals a label may name another centre only within the rounding of the mode's
+// distance: a sum of d squared differences (exact), or ||c||^2 - 2 x.c (fast, rounding of the norms).
 #include <skinny/gemm/device_buffer.hpp>
 #include <skinny/kmeans/kmeans.hpp>
 
@@ -14,6 +15,7 @@
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -35,16 +37,17 @@ std::string type_name() {
   else return "bfloat16";
 }
 
-/// Runs narrow_nearest on the n x d points `xs` (the values T holds) and the k x d centres `c`, and checks
-/// every label against a double argmin: equal to it where `exact` (integer data), else naming a centre
-/// whose distance exceeds the best by at most the rounding of the kernel's sum; each distance within that
-/// rounding of its label's exact distance.
+/// Runs narrow_nearest in `math` on the n x d points `xs` (the values T holds) and the k x d centres `c`, and
+/// checks every label against a double argmin: equal to it where `exact` (integer data), else naming a
+/// centre whose distance exceeds the best by at most the rounding of the kernel's distances; each distance
+/// within that rounding of its label's exact distance.
 template <class T>
 void check(const std::vector<double>& xs, const std::vector<double>& cs, std::int64_t n, std::int64_t d,
-           std::int64_t k, bool exact) {
+           std::int64_t k, gemm::Math math, bool exact) {
   using C = compute_t<T>;
-  const std::string where = type_name<T>() + " n=" + std::to_string(n) + " d=" + std::to_string(d) +
-                            " k=" + std::to_string(k) + (exact ? " (integers)" : "");
+  const bool fast = math == gemm::Math::fast;
+  const std::string where = type_name<T>() + (fast ? " fast" : " exact") + " n=" + std::to_string(n) +
+                            " d=" + std::to_string(d) + " k=" + std::to_string(k) + (exact ? " (integers)" : "");
   std::vector<T> x(xs.size());
   std::vector<C> c(cs.size());
   for (std::size_t i = 0; i < xs.size(); ++i) x[i] = static_cast<T>(static_cast<float>(xs[i]));
@@ -53,15 +56,25 @@ void check(const std::vector<double>& xs, const std::vector<double>& cs, std::in
   const DeviceBuffer<C> dc(c);
   DeviceBuffer<std::int32_t> labels(std::vector<std::int32_t>(static_cast<std::size_t>(n), -7));
   DeviceBuffer<C> dist(std::vector<C>(static_cast<std::size_t>(n), std::numeric_limits<C>::quiet_NaN()));
-  detail::narrow_nearest(dx.data(), n, d, dc.data(), k, labels.data(), dist.data(), shared_context().stream());
+  detail::narrow_nearest(dx.data(), n, d, dc.data(), k, math, labels.data(), dist.data(), shared_context().stream());
   const std::vector<std::int32_t> got = labels.to_host();
   const std::vector<C> got_dist = dist.to_host();
-  // A sum of d squared differences in C: each difference, square and addition rounds once.
+  // Exact mode: a sum of d squared differences in C, each difference, square and addition rounding once
+  // (relative to the distance). Fast mode: ||c||^2 (d terms), d multiply-adds of x.c and ||x||^2, each
+  // rounding relative to the squared norms.
   const double u = std::ldexp(1.0, -std::numeric_limits<C>::digits);
   const double rounding = 2.0 * double(d + 2) * u;
+  double max_c_sq = 0;
+  for (std::int64_t j = 0; j < k; ++j) {
+    double s = 0;
+    for (std::int64_t e = 0; e < d; ++e) s += double(c[j * d + e]) * double(c[j * d + e]);
+    max_c_sq = std::max(max_c_sq, s);
+  }
   std::int64_t other = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     ASSERT_TRUE(got[i] >= 0 && got[i] < k) << where << ": point " << i << " label " << got[i];
+    double x_sq = 0;
+    for (std::int64_t e = 0; e < d; ++e) x_sq += double(static_cast<float>(x[i * d + e])) * double(static_cast<float>(x[i * d + e]));
     double best = INFINITY, mine = 0;
     std::int64_t best_j = -1;
     for (std::int64_t j = 0; j < k; ++j) {
@@ -78,8 +91,9 @@ void check(const std::vector<double>& xs, const std::vector<double>& cs, std::in
       ASSERT_EQ(best_j, got[i]) << where << ": point " << i;
       ASSERT_EQ(best, double(got_dist[i])) << where << ": point " << i;
     } else {
-      ASSERT_LE(mine - best, rounding * best) << where << ": point " << i << " label " << got[i] << ", best " << best_j;
-      ASSERT_NEAR(mine, double(got_dist[i]), rounding * mine) << where << ": point " << i;
+      const double slack = rounding * (fast ? 4 * (x_sq + max_c_sq) : mine);
+      ASSERT_LE(mine - best, 2 * slack) << where << ": point " << i << " label " << got[i] << ", best " << best_j;
+      ASSERT_NEAR(mine, double(got_dist[i]), slack) << where << ": point " << i;
       other += got[i] != best_j;
     }
   }
@@ -90,10 +104,12 @@ template <class T>
 void check_random(std::int64_t n, std::int64_t d, std::int64_t k, std::uint32_t seed) {
   const std::vector<float> xs = testing::random_nonzero<float>(static_cast<std::size_t>(n * d), seed);
   const std::vector<float> cs = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), seed + 1);
-  check<T>(std::vector<double>(xs.begin(), xs.end()), std::vector<double>(cs.begin(), cs.end()), n, d, k, false);
+  for (const gemm::Math math : {gemm::Math::exact, gemm::Math::fast})
+    check<T>(std::vector<double>(xs.begin(), xs.end()), std::vector<double>(cs.begin(), cs.end()), n, d, k, math,
+             false);
 }
 
-/// Coordinates in {-4, ..., 4}: exact in every type, distances exact in float, many ties.
+/// Coordinates in {-4, ..., 4}: exact in every type, distances exact in float in either form, many ties.
 template <class T>
 void check_integers(std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_t seed) {
   std::uint64_t state = seed;
@@ -104,7 +120,7 @@ void check_integers(std::int64_t n, std::int64_t d, std::int64_t k, std::uint64_
   std::vector<double> xs(static_cast<std::size_t>(n * d)), cs(static_cast<std::size_t>(k * d));
   for (double& v : xs) v = small();
   for (double& v : cs) v = small();
-  check<T>(xs, cs, n, d, k, true);
+  for (const gemm::Math math : {gemm::Math::exact, gemm::Math::fast}) check<T>(xs, cs, n, d, k, math, true);
 }
 
 template <class T>
@@ -130,10 +146,10 @@ TEST_F(NarrowNearestGpu, Bfloat16MatchesADoubleArgmin) { check_shapes<__nv_bfloa
 TEST_F(NarrowNearestGpu, RefusesRowsItDoesNotTake) {
   DeviceBuffer<float> x(8), c(8), dist(1);
   DeviceBuffer<std::int32_t> labels(1);
-  EXPECT_THROW(detail::narrow_nearest(x.data(), 1, detail::kNarrowMaxDims + 1, c.data(), 1, labels.data(),
-                                      dist.data(), shared_context().stream()),
+  EXPECT_THROW(detail::narrow_nearest(x.data(), 1, detail::kNarrowMaxDims + 1, c.data(), 1, gemm::Math::exact,
+                                      labels.data(), dist.data(), shared_context().stream()),
                std::invalid_argument);
-  EXPECT_THROW(detail::narrow_nearest(x.data(), 1, 2, c.data(), 0, labels.data(), dist.data(),
+  EXPECT_THROW(detail::narrow_nearest(x.data(), 1, 2, c.data(), 0, gemm::Math::fast, labels.data(), dist.data(),
                                       shared_context().stream()),
                std::invalid_argument);
 }
