@@ -379,6 +379,9 @@ class Updater {
                 const C* old_c, C* new_c, cudaStream_t stream, bool few_changes = false);
   /// Whether the last queue_update moved the changed points (rather than summing all of them).
   bool moved_changes() const noexcept { return moved_changes_; }
+  /// Whether queue_update keeps a copy of the labels it sums (n labels), which moving points needs.
+  void keep_summed_labels(bool keep) noexcept { keep_summed_labels_ = keep; }
+  bool keeps_summed_labels() const noexcept { return keep_summed_labels_; }
 
   /// The sums as (high words [k][d], low words [k][d]) and the weight sums (high [k], low [k]): what
   /// several GPUs add up between accumulate() and finish().
@@ -415,7 +418,7 @@ class Updater {
   /// The labels the sums hold (queue_update's last), while summed_valid_; the calls since all points were
   /// summed (each moves at most n points: the low words stay far below 2^64).
   DeviceBuffer<std::int32_t> summed_labels_;
-  bool summed_valid_ = false, moved_changes_ = false;
+  bool summed_valid_ = false, moved_changes_ = false, keep_summed_labels_ = true;
   std::int64_t moves_since_sum_ = 0;
   double weight_scale_ = 1;
   DeviceBuffer<std::int32_t> keys_, keys_out_;  ///< labels (the radix sort's), then grouped labels

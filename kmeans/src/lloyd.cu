@@ -721,6 +721,7 @@ class Lloyd {
       mindist_ahead_ = DeviceBuffer<C>(static_cast<std::size_t>(n));
       counts_ahead_ = DeviceBuffer<int>(static_cast<std::size_t>(k_));
     }
+    updater_.keep_summed_labels(moves_asked_for());
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
     if (std::is_same_v<T, C> && params.column_copy && !assign_.fused() && !assign_.few && !assign_.narrow &&
         n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
@@ -808,7 +809,8 @@ class Lloyd {
       ahead = queues_ahead() && !updater_.moved();  // a move changed the centroids after it was queued
       // The changes count the empty-cluster moves of the iteration before too: they change labels.
       const unsigned long long changed = counts_changes ? inertia_sum_.changes() : 0;
-      few_changes_ = moves_asked_for() && counts_changes && changed * kMoveChangesBelow <= static_cast<unsigned long long>(n_);
+      few_changes_ = updater_.keeps_summed_labels() && counts_changes &&
+                     changed * kMoveChangesBelow <= static_cast<unsigned long long>(n_);
       if (detail::end_iteration(result, params_, it, times, inertia, shift, changed, tol_scaled_)) break;
     }
     // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the

@@ -924,11 +924,12 @@ void Updater<T>::queue_update(const T* x, const double* weights, const std::int3
   } else {
     begin(stream);
     accumulate(x, weights, labels, n_, stream, counts_dev);
-    // The labels summed, kept where their copy fits in free memory (else every update sums all points).
+    // The labels summed, kept where asked and their copy fits in free memory (else every update sums all
+    // points).
     const std::size_t label_bytes = static_cast<std::size_t>(n_) * sizeof(std::int32_t);
-    if (summed_labels_.size() == 0 && label_bytes <= available_device_memory())
+    if (keep_summed_labels_ && summed_labels_.size() == 0 && label_bytes <= available_device_memory())
       summed_labels_ = device_array<std::int32_t>(n_);
-    if (summed_labels_.size() > 0) {
+    if (keep_summed_labels_ && summed_labels_.size() > 0) {
       SKINNY_CUDA_TRY(cudaMemcpyAsync(summed_labels_.data(), labels, label_bytes, cudaMemcpyDeviceToDevice, stream));
       summed_valid_ = true;
       moves_since_sum_ = 0;
