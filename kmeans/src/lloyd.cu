@@ -173,11 +173,14 @@ std::int64_t fused_min_clusters(const Context& ctx, std::int64_t d, gemm::Math m
   return detail::fused_min_float_clusters(d, math, gemm::nearest_uses_wgmma(ctx), protect);
 }
 
-/// SKINNY_KMEANS_NARROW=0 in the environment keeps narrow rows off detail::narrow_nearest (for comparisons).
-bool narrow_switched_off() {
-  const char* value = std::getenv("SKINNY_KMEANS_NARROW");
-  return value != nullptr && std::string(value) == "0";
+/// Whether the environment variable `name` is set to `value` (the benchmarks' and comparisons' switches).
+bool environment_says(const char* name, const char* value) {
+  const char* set = std::getenv(name);
+  return set != nullptr && std::string(set) == value;
 }
+
+/// SKINNY_KMEANS_NARROW=0 in the environment keeps narrow rows off detail::narrow_nearest (for comparisons).
+bool narrow_switched_off() { return environment_says("SKINNY_KMEANS_NARROW", "0"); }
 
 /// How the assignment reaches gemm::nearest: not at all (a GEMM through the backend, then the argmin), on
 /// X's rows in their own type (X itself or its padded copy), on 16-bit rows widened to float, or (fast mode,
@@ -186,10 +189,7 @@ enum class NearestRoute { none, native, widened, half_copy };
 
 /// SKINNY_KMEANS_HALF_COPY=0 in the environment keeps float points off the half copy: TF32 for fast mode's
 /// products and exact mode's first pass (for comparisons).
-bool half_copy_switched_off() {
-  const char* value = std::getenv("SKINNY_KMEANS_HALF_COPY");
-  return value != nullptr && std::string(value) == "0";
-}
+bool half_copy_switched_off() { return environment_says("SKINNY_KMEANS_HALF_COPY", "0"); }
 
 /// Whether the fused kernel multiplies float points on a half copy of X (half_rows.hpp), as far as the shape
 /// tells: float points, Algo::automatic, no Params::protect (its checks are calibrated on TF32's rounding),
@@ -688,10 +688,7 @@ void check_weights(const std::vector<double>& w, std::int64_t n) {
 /// SKINNY_KMEANS_MOVES=1 asks for it: it gives the bits of summing all points, but it has not yet run on a
 /// GPU, so fits sum all points unless asked (issue 20's note of 2026-12-07).
 constexpr unsigned long long kMoveChangesBelow = 32;
-bool moves_asked_for() {
-  const char* value = std::getenv("SKINNY_KMEANS_MOVES");
-  return value != nullptr && std::string(value) == "1";
-}
+bool moves_asked_for() { return environment_says("SKINNY_KMEANS_MOVES", "1"); }
 
 /// One fit's data and what every run from a seed shares: norms, the column-major copy, the weights,
 /// the scaled tol and the sums' scales; run() is one Lloyd run from one set of initial centroids.
@@ -1066,8 +1063,7 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
 
 static_assert(kNarrowRowsMaxDims <= kNarrowMaxDims, "the rule routes only rows the kernel takes");
 gemm::Math narrow_form(gemm::Math math) {
-  const char* value = std::getenv("SKINNY_KMEANS_NARROW_FAST");
-  return value != nullptr && std::string(value) == "1" ? math : gemm::Math::exact;
+  return environment_says("SKINNY_KMEANS_NARROW_FAST", "1") ? math : gemm::Math::exact;
 }
 bool narrow_assignment(std::int64_t d, std::int64_t k, gemm::Math math, gemm::Algo backend, bool protect) {
   return backend == gemm::Algo::automatic && !protect && !narrow_switched_off() && narrow_rows_pay(d, k, math);
