@@ -320,6 +320,9 @@ struct Assigner {
   std::vector<std::unique_ptr<CudaEvent>> kept_events;
 
   bool few;  ///< through detail::few_nearest, over all points at once
+  /// Whether the distances take a GEMM through the backend and then the argmin (no fused, few-clusters or
+  /// narrow-rows kernel): only then do they use the cross terms' buffer or a column-major copy of X.
+  bool through_gemm() const { return !fused() && !few && !narrow; }
   /// Set: one kernel also adds every point to these cluster sums (detail::assign_and_sum), reading X once.
   const detail::SumTarget* sums = nullptr;
   /// Params::protect: the GEMM also computes the checksum term of each point, verified before the argmin.
@@ -391,7 +394,7 @@ struct Assigner {
       } else {  // x.s is one more column of the GEMM
         g = DeviceBuffer<C>(static_cast<std::size_t>(rows * (k + 1)));
       }
-    } else if (!fused() && !few && !narrow) {
+    } else if (through_gemm()) {
       g = DeviceBuffer<C>(static_cast<std::size_t>(rows * k));
     }
     for (std::int64_t i = 0; i < 2 * chunks + 1; ++i) {
@@ -720,8 +723,8 @@ class Lloyd {
     }
     updater_.keep_summed_labels(moves_asked_for());
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
-    if (std::is_same_v<T, C> && params.column_copy && !assign_.fused() && !assign_.few && !assign_.narrow &&
-        n >= kColumnCopyMinPoints && fits_in_free_memory(xt_bytes))
+    if (std::is_same_v<T, C> && params.column_copy && assign_.through_gemm() && n >= kColumnCopyMinPoints &&
+        fits_in_free_memory(xt_bytes))
       xt_ = DeviceBuffer<C>(static_cast<std::size_t>(n) * static_cast<std::size_t>(d));
     CudaEvent start, stop;
     start.record(stream);
@@ -1106,8 +1109,8 @@ ShardAssigner<T>::ShardAssigner(Context& ctx, const T* x, std::int64_t n, std::i
                                 gemm::Algo backend, gemm::Math math, bool column_copy)
     : impl_(std::make_unique<Impl>(ctx, x, n, d, k, backend, math)) {
   const std::size_t elems = static_cast<std::size_t>(n) * static_cast<std::size_t>(d);
-  if (column_copy && !impl_->assign.fused() && !impl_->assign.few && !impl_->assign.narrow &&
-      n >= kColumnCopyMinPoints && fits_in_free_memory(elems * sizeof(T))) {
+  if (column_copy && impl_->assign.through_gemm() && n >= kColumnCopyMinPoints &&
+      fits_in_free_memory(elems * sizeof(T))) {
     impl_->xt = DeviceBuffer<T>(elems);
     detail::to_columns(x, n, d, impl_->xt.data(), ctx.stream());
     impl_->assign.xt = impl_->xt.data();
