@@ -1,5 +1,4 @@
-// The nearest centre of every point whose rows have at most kNarrowMaxDims values, on the FMA units, with
-// the distances formed directly as sums of squared differences.
+// The nearest centre of every point whose rows have at most kNarrowMaxDims values, on the FMA units.
 //
 // With two to four dimensions there is no arithmetic for the tensor cores to do: the fused kernel's time
 // is its epilogue (a compare per distance after a product padded to 8 or 16 dimensions), and its one-product
@@ -11,7 +10,8 @@
 //    distance itself;
 //  - fast mode: ||c||^2 - 2 x.c in d multiply-adds on centres staged as (-2 c, ||c||^2), ||x||^2 added to
 //    the least: float rounding of the squared norms, about 2^13 times finer than the fused kernel's
-//    half products.
+//    half products. Fits take it only where SKINNY_KMEANS_NARROW_FAST=1 asks (narrow_form): it has not
+//    run on a GPU yet.
 #include "detail.hpp"
 #include "element.cuh"
 
