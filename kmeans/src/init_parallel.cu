@@ -89,8 +89,10 @@ __global__ void merge_nearest_kernel(const std::int32_t* __restrict__ new_label,
 /// - X itself in TF32, where its rows are whole copies (d a multiple of 4);
 /// - a float copy of X with rows padded to 4 floats (their norms are X's), in TF32, where it fits in the
 ///   library's free memory (available_device_memory).
-/// With none, the rounds take the distance GEMM and the argmin.
+/// With none, the rounds take the distance GEMM and the argmin. Rows of a few values (`narrow`, float or
+/// double) need none of them: narrow_nearest reads X.
 struct SamplingRows {
+  bool narrow = false;
   HalfRows own_half;
   const HalfRows* given_half = nullptr;
   DeviceBuffer<float> padded;
@@ -116,9 +118,9 @@ SamplingRows sampling_rows(const float* x, std::int64_t n, std::int64_t d, const
   return rows;
 }
 
-/// For every point, the nearest of the m centres c (m x d) and its squared distance. Rows of a few values
-/// through narrow_nearest for any count of centres (narrow_assignment; in the form narrow_form gives fast
-/// mode). Float through
+/// For every point, the nearest of the m centres c (m x d) and its squared distance. Narrow rows
+/// (`rows.narrow`) through narrow_nearest for any count of centres, in the form narrow_form gives fast mode.
+/// Float through
 /// gemm::nearest where it can run (compute capability >= 8.0): the cross term on the tensor cores fused
 /// with the argmin, in one product (Math::fast), on the copy in `rows` where there is one (else X): D^2
 /// sampling needs the distances' sizes, not their last bits, and a point that nearly ties two
@@ -128,7 +130,7 @@ template <class T>
 void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, const T* xnorm, const T* c,
                      std::int64_t m, const T* cnorm, const SamplingRows& rows, std::int32_t* labels, T* dist) {
   const cudaStream_t stream = ctx.stream();
-  if (narrow_assignment(d, m, gemm::Math::exact, gemm::Algo::automatic, false)) {
+  if (rows.narrow) {
     narrow_nearest(x, n, d, c, m, narrow_form(gemm::Math::fast), labels, dist, stream);
     return;
   }
@@ -712,10 +714,11 @@ void init_kmeans_parallel(Context& ctx, const T* x, std::int64_t n, std::int64_t
 
   // Per point: squared distance to the nearest candidate and its index; that of this round's.
   DeviceBuffer<T> d2(N), new_dist(N);
+  // Narrow rows as exact Lloyd iterations take them: for any count of centres.
   SamplingRows sampling;
+  sampling.narrow = narrow_assignment(d, k, gemm::Math::exact, gemm::Algo::automatic, false);
   if constexpr (std::is_same_v<T, float>)
-    if (!narrow_assignment(d, 1, gemm::Math::exact, gemm::Algo::automatic, false))
-      sampling = sampling_rows(x, n, d, half, stream);
+    if (!sampling.narrow) sampling = sampling_rows(x, n, d, half, stream);
   DeviceBuffer<std::int32_t> label(N), new_label(N);
   DeviceBuffer<unsigned char> is_candidate(N);
   DeviceBuffer<std::int64_t> cand_idx(N);  // candidates' point indices, in the order they were sampled
