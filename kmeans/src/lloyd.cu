@@ -179,8 +179,10 @@ bool environment_says(const char* name, const char* value) {
   return set != nullptr && std::string(set) == value;
 }
 
-/// SKINNY_KMEANS_NARROW=0 in the environment keeps narrow rows off detail::narrow_nearest (for comparisons).
+/// SKINNY_KMEANS_NARROW=0 in the environment keeps narrow rows off detail::narrow_nearest, =1 sends every
+/// row of up to kNarrowRowsMaxDims values to it whatever the rule says (for comparisons).
 bool narrow_switched_off() { return environment_says("SKINNY_KMEANS_NARROW", "0"); }
+bool narrow_forced() { return environment_says("SKINNY_KMEANS_NARROW", "1"); }
 
 /// How the assignment reaches gemm::nearest: not at all (a GEMM through the backend, then the argmin), on
 /// X's rows in their own type (X itself or its padded copy), on 16-bit rows widened to float, or (fast mode,
@@ -1069,7 +1071,8 @@ gemm::Math narrow_form(gemm::Math math) {
   return environment_says("SKINNY_KMEANS_NARROW_FAST", "1") ? math : gemm::Math::exact;
 }
 bool narrow_assignment(std::int64_t d, std::int64_t k, gemm::Math math, gemm::Algo backend, bool protect) {
-  return backend == gemm::Algo::automatic && !protect && !narrow_switched_off() && narrow_rows_pay(d, k, math);
+  if (backend != gemm::Algo::automatic || protect || narrow_switched_off()) return false;
+  return narrow_forced() ? d <= kNarrowRowsMaxDims : narrow_rows_pay(d, k, math);
 }
 
 template <class T>
