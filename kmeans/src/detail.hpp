@@ -65,10 +65,10 @@ template <class T>
 void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params, const std::vector<T>& initial_centroids,
                const std::vector<double>& sample_weight);
 
-/// The form narrow_nearest takes for `math`: fast mode's ||c||^2 - 2 x.c only where
-/// SKINNY_KMEANS_NARROW_FAST=1 asks for it (it has not yet run on a GPU: issue 20's note of 2026-12-07),
-/// else the squared differences in both modes (measured: bench/results/h100/2026-12-07_narrow-rows).
-gemm::Math narrow_form(gemm::Math math);
+/// The form narrow_nearest takes for `math` on rows of d values: fast mode's ||c||^2 - 2 x.c where
+/// route_rules.hpp's narrow_expanded_pays(d), else the squared differences (exact labels);
+/// SKINNY_KMEANS_NARROW_FAST=0 keeps the differences (for comparisons).
+gemm::Math narrow_form(gemm::Math math, std::int64_t d);
 
 /// Whether fit's assignment runs through narrow_nearest: Algo::automatic, no Params::protect (its checks
 /// ride on a GEMM's or the fused kernel's terms) and rows narrow enough for k and math (route_rules.hpp:

@@ -131,7 +131,7 @@ void nearest_centres(Context& ctx, const T* x, std::int64_t n, std::int64_t d, c
                      std::int64_t m, const T* cnorm, const SamplingRows& rows, std::int32_t* labels, T* dist) {
   const cudaStream_t stream = ctx.stream();
   if (rows.narrow) {
-    narrow_nearest(x, n, d, c, m, narrow_form(gemm::Math::fast), labels, dist, stream);
+    narrow_nearest(x, n, d, c, m, narrow_form(gemm::Math::fast, d), labels, dist, stream);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {

@@ -441,7 +441,7 @@ struct Assigner {
     }
     if (narrow) {  // distances and argmin in one kernel count as distances, the counts as the argmin
       events[0]->record(stream);
-      detail::narrow_nearest(x, n, d, c, k, detail::narrow_form(math), labels, mindist, stream);
+      detail::narrow_nearest(x, n, d, c, k, detail::narrow_form(math, d), labels, mindist, stream);
       events[1]->record(stream);
       detail::count_labels(labels, n, k, counts, stream);
       events[2]->record(stream);
@@ -689,11 +689,12 @@ void check_weights(const std::vector<double>& w, std::int64_t n) {
 }
 
 /// The update moves the points whose label changed, instead of summing all points, when the iteration
-/// before changed fewer than n / kMoveChangesBelow labels (Updater::queue_update), where
-/// SKINNY_KMEANS_MOVES=1 asks for it: it gives the bits of summing all points, but it has not yet run on a
-/// GPU, so fits sum all points unless asked (issue 20's note of 2026-12-07).
+/// before changed fewer than n / kMoveChangesBelow labels (Updater::queue_update): the bits of summing all
+/// points, without the update's read of X once labels settle (H100, the main job: 2.82 -> 1.44 ms an
+/// iteration; bench/results/h100/2026-12-07_moves). SKINNY_KMEANS_MOVES=0 sums all points every iteration
+/// (for comparisons).
 constexpr unsigned long long kMoveChangesBelow = 32;
-bool moves_asked_for() { return environment_says("SKINNY_KMEANS_MOVES", "1"); }
+bool moves_switched_off() { return environment_says("SKINNY_KMEANS_MOVES", "0"); }
 
 /// One fit's data and what every run from a seed shares: norms, the column-major copy, the weights,
 /// the scaled tol and the sums' scales; run() is one Lloyd run from one set of initial centroids.
@@ -723,7 +724,7 @@ class Lloyd {
       mindist_ahead_ = DeviceBuffer<C>(static_cast<std::size_t>(n));
       counts_ahead_ = DeviceBuffer<int>(static_cast<std::size_t>(k_));
     }
-    updater_.keep_summed_labels(moves_asked_for());
+    updater_.keep_summed_labels(!moves_switched_off());
     const std::size_t xt_bytes = static_cast<std::size_t>(n) * static_cast<std::size_t>(d) * sizeof(T);
     if (std::is_same_v<T, C> && params.column_copy && assign_.through_gemm() && n >= kColumnCopyMinPoints &&
         fits_in_free_memory(xt_bytes))
@@ -1067,8 +1068,10 @@ void check_fit(const T* x, std::int64_t n, std::int64_t d, const Params& params,
 }
 
 static_assert(kNarrowRowsMaxDims <= kNarrowMaxDims, "the rule routes only rows the kernel takes");
-gemm::Math narrow_form(gemm::Math math) {
-  return environment_says("SKINNY_KMEANS_NARROW_FAST", "1") ? math : gemm::Math::exact;
+gemm::Math narrow_form(gemm::Math math, std::int64_t d) {
+  const bool expanded = math == gemm::Math::fast && narrow_expanded_pays(d) &&
+                        !environment_says("SKINNY_KMEANS_NARROW_FAST", "0");
+  return expanded ? gemm::Math::fast : gemm::Math::exact;
 }
 bool narrow_assignment(std::int64_t d, std::int64_t k, gemm::Math math, gemm::Algo backend, bool protect) {
   if (backend != gemm::Algo::automatic || protect || narrow_switched_off()) return false;

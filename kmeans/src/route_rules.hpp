@@ -83,18 +83,25 @@ inline bool one_pass_beats_two(bool sixteen_bit, std::int64_t d, std::int64_t k)
   return sixteen_bit || (k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims);
 }
 
-/// Rows of at most this many values take detail::narrow_nearest (squared differences summed on the FMA
-/// units: an exact argmin's labels) in exact mode for any number of clusters, and in fast mode with up to
-/// kNarrowFastMaxClusters clusters or up to kNarrowFastAnyClustersMaxDims dimensions: there the fused kernel's
-/// compare per padded distance bounds it, and its one-product distances lose the labels' last digits to
-/// cancellation. With more clusters at d = 3 and 4, fast mode's one half product per term is faster than a
-/// subtraction and a multiply-add per dimension. H100, 2^20 float points, ms per iteration, fused -> narrow
-/// (bench/results/h100/2026-12-07_narrow-rows): exact d = 2, k = 1024 0.769 -> 0.382, k = 8192 4.84 -> 2.56;
-/// d = 4, k = 8192 4.87 -> 3.85; fast d = 2, k = 16 0.179 -> 0.078, k = 8192 3.02 -> 2.55; d = 3, k = 1024
-/// 0.613 -> 0.484, k = 8192 3.01 -> 3.33; d = 4, k = 1024 0.610 -> 0.558, k = 8192 3.05 -> 3.83.
+/// Rows of at most this many values take detail::narrow_nearest in exact mode for any number of clusters
+/// (squared differences summed on the FMA units: an exact argmin's labels), and in fast mode up to
+/// kNarrowFastAnyClustersMaxDims dimensions for any number, or with up to kNarrowFastMaxClusters: there the
+/// fused kernel's compare per padded distance bounds it, and its one-product distances lose the labels'
+/// last digits to cancellation. Fast mode from kNarrowExpandedMinDims dimensions takes the kernel's
+/// expanded form, ||c||^2 - 2 x.c, d multiply-adds a distance instead of a subtraction and a multiply-add
+/// per dimension; below it the differences, whose exact labels cost 1-2 % there. At d = 4 with 8192
+/// clusters the fused kernel's one half product per term is still faster. H100, 2^20 float points, ms per
+/// iteration (bench/results/h100/2026-12-07_narrow-rows, ..._moves): exact d = 2, k = 1024 fused 0.769 ->
+/// narrow 0.382, k = 8192 4.84 -> 2.56; d = 4, k = 8192 4.87 -> 3.85; fast, fused / differences /
+/// expanded: d = 2, k = 8192 3.00 / 2.59 / 2.54; d = 3, k = 1024 0.617 / 0.485 / 0.392, k = 8192 3.02 /
+/// 3.31 / 2.58; d = 4, k = 1024 0.620 / 0.560 / 0.461, k = 8192 3.05 / 3.85 / 3.18.
 constexpr std::int64_t kNarrowRowsMaxDims = 4;
-constexpr std::int64_t kNarrowFastAnyClustersMaxDims = 2;
+constexpr std::int64_t kNarrowFastAnyClustersMaxDims = 3;
 constexpr std::int64_t kNarrowFastMaxClusters = 1024;
+constexpr std::int64_t kNarrowExpandedMinDims = 3;
+
+/// Whether fast mode on rows of d values takes narrow_nearest's expanded form (the rule above).
+inline bool narrow_expanded_pays(std::int64_t d) { return d >= kNarrowExpandedMinDims; }
 
 /// Whether rows of d values with k clusters take detail::narrow_nearest in `math` (the rule above).
 inline bool narrow_rows_pay(std::int64_t d, std::int64_t k, gemm::Math math) {

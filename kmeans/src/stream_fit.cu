@@ -271,7 +271,7 @@ class StreamLloyd {
   void assign(const T* x, std::int64_t rows, const T* xnorm, std::int32_t* labels, T* mindist) {
     const cudaStream_t stream = ctx_.stream();
     if (narrow_) {
-      detail::narrow_nearest(x, rows, d_, c_.data(), k_, detail::narrow_form(params_.math), labels, mindist, stream);
+      detail::narrow_nearest(x, rows, d_, c_.data(), k_, detail::narrow_form(params_.math, d_), labels, mindist, stream);
       detail::count_labels(labels, rows, k_, counts_.data(), stream);
       return;
     }

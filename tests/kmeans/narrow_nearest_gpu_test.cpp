@@ -97,7 +97,10 @@ void check(const std::vector<double>& xs, const std::vector<double>& cs, std::in
       other += got[i] != best_j;
     }
   }
-  EXPECT_LE(other, n / 100 + 1) << where << ": labels other than the double argmin's (near ties only)";
+  // The differences' rounding is relative to the distances, so few labels differ; the expanded form's is
+  // relative to the norms, and on 1000 or more random centres in one or two dimensions a few percent of
+  // points have a near tie within it (each checked above).
+  if (!fast) EXPECT_LE(other, n / 100 + 1) << where << ": labels other than the double argmin's (near ties only)";
 }
 
 template <class T>
@@ -155,7 +158,7 @@ TEST_F(NarrowNearestGpu, RefusesRowsItDoesNotTake) {
 }
 
 /// fit takes it for rows of up to four values with Algo::automatic, in exact mode for any k and in fast mode
-/// for d <= 2 or k <= 1024, not with a backend named (kmeans_gpu_test checks fit's labels on narrow rows
+/// for d <= 3 or k <= 1024, not with a backend named (kmeans_gpu_test checks fit's labels on narrow rows
 /// against the CPU reference).
 TEST_F(NarrowNearestGpu, FitTakesItForNarrowRows) {
   Context& ctx = shared_context();
@@ -170,9 +173,11 @@ TEST_F(NarrowNearestGpu, FitTakesItForNarrowRows) {
     EXPECT_NE("narrow rows", distance_method<float>(ctx, x.data(), n, 5, 1000, gemm::Algo::automatic, math));
     EXPECT_NE("narrow rows", distance_method<float>(ctx, x.data(), n, 2, 1000, gemm::Algo::cublas, math));
   }
-  EXPECT_EQ("narrow rows", distance_method<float>(ctx, x.data(), n, 3, 2000, gemm::Algo::automatic));
-  EXPECT_NE("narrow rows",
+  EXPECT_EQ("narrow rows", distance_method<float>(ctx, x.data(), n, 4, 2000, gemm::Algo::automatic));
+  EXPECT_EQ("narrow rows",
             distance_method<float>(ctx, x.data(), n, 3, 2000, gemm::Algo::automatic, gemm::Math::fast));
+  EXPECT_NE("narrow rows",
+            distance_method<float>(ctx, x.data(), n, 4, 2000, gemm::Algo::automatic, gemm::Math::fast));
 }
 
 }  // namespace

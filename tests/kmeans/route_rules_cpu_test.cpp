@@ -31,12 +31,20 @@ TEST(RouteRules, RowsOfUpToFourValuesTakeTheNarrowKernel) {
     EXPECT_TRUE(narrow_rows_pay(d, 8192, Math::exact)) << d;
     EXPECT_TRUE(narrow_rows_pay(d, 1024, Math::fast)) << d;
   }
-  // Fast mode with more clusters: at d <= 2 only (one half product per term beats the differences above).
+  // Fast mode with more clusters: up to d = 3 (at d = 4 one half product per term beats the expanded form).
   EXPECT_TRUE(narrow_rows_pay(2, 8192, Math::fast));
-  EXPECT_FALSE(narrow_rows_pay(3, 1025, Math::fast));
+  EXPECT_TRUE(narrow_rows_pay(3, 8192, Math::fast));
+  EXPECT_FALSE(narrow_rows_pay(4, 1025, Math::fast));
   EXPECT_FALSE(narrow_rows_pay(4, 8192, Math::fast));
   EXPECT_FALSE(narrow_rows_pay(5, 2, Math::exact));
   EXPECT_FALSE(narrow_rows_pay(16, 16, Math::fast));
+}
+
+TEST(RouteRules, FastModeTakesTheExpandedFormFromThreeValues) {
+  EXPECT_FALSE(narrow_expanded_pays(1));
+  EXPECT_FALSE(narrow_expanded_pays(2)) << "the differences' exact labels at d <= 2";
+  EXPECT_TRUE(narrow_expanded_pays(3));
+  EXPECT_TRUE(narrow_expanded_pays(4));
 }
 
 TEST(RouteRules, FastFloatTakesTheTf32GemmOnlyForManyClustersOfManyDimensions) {
