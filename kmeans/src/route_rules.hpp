@@ -94,7 +94,8 @@ inline bool one_pass_beats_two(bool sixteen_bit, std::int64_t d, std::int64_t k)
 /// iteration (bench/results/h100/2026-12-07_narrow-rows, ..._moves): exact d = 2, k = 1024 fused 0.769 ->
 /// narrow 0.382, k = 8192 4.84 -> 2.56; d = 4, k = 8192 4.87 -> 3.85; fast, fused / differences /
 /// expanded: d = 2, k = 8192 3.00 / 2.59 / 2.54; d = 3, k = 1024 0.617 / 0.485 / 0.392, k = 8192 3.02 /
-/// 3.31 / 2.58; d = 4, k = 1024 0.620 / 0.560 / 0.461, k = 8192 3.05 / 3.85 / 3.18.
+/// 3.31 / 2.58; d = 4, k = 1024 0.620 / 0.560 / 0.461, k = 8192 3.05 / 3.85 / 3.18 (fused / expanded:
+/// k = 2048 0.966 / 0.921, k = 4096 1.657 / 1.664; the bound stays at the 1024 measured first).
 constexpr std::int64_t kNarrowRowsMaxDims = 4;
 constexpr std::int64_t kNarrowFastAnyClustersMaxDims = 3;
 constexpr std::int64_t kNarrowFastMaxClusters = 1024;
