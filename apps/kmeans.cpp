@@ -115,8 +115,8 @@ void setup_kmeans(CLI::App& app, KmeansOptions& o) {
                  "per cross term, each point's label certified or its distances redone at float accuracy, 3xTF32 "
                  "or three exact 16-bit products); fast: one product per cross term there (float: half products on a "
                  "half copy of X where half holds it, else TF32; 16-bit data: the centroids rounded to half/bf16; "
-                 "near-ties can pick the other centre); rows of up to 4 values: differences squared on the FMA "
-                 "units, exact labels (fast mode: d <= 2, or k <= 1024)")
+                 "near-ties can pick the other centre); rows of up to 4 values on the FMA units: differences squared, "
+                 "exact labels (fast mode: d <= 2), or in fast mode ||c||^2 - 2 x.c (d = 3, and d = 4 with k <= 1024)")
       ->check(CLI::IsMember({"exact", "fast"}))->capture_default_str();
   app.add_option("--iters", o.iters, "Lloyd iterations at most")->check(CLI::Range(1, 1000000))->capture_default_str();
   app.add_option("--tol", o.tol,
