@@ -379,9 +379,9 @@ class Updater {
                 const C* old_c, C* new_c, cudaStream_t stream, bool few_changes = false);
   /// Whether the last queue_update moved the changed points (rather than summing all of them).
   bool moved_changes() const noexcept { return moved_changes_; }
-  /// Whether queue_update keeps a copy of the labels it sums (n labels), which moving points needs.
+  /// Whether queue_update keeps a copy of the labels it sums (n labels), which moving points needs: without
+  /// it, few_changes is ignored.
   void keep_summed_labels(bool keep) noexcept { keep_summed_labels_ = keep; }
-  bool keeps_summed_labels() const noexcept { return keep_summed_labels_; }
 
   /// The sums as (high words [k][d], low words [k][d]) and the weight sums (high [k], low [k]): what
   /// several GPUs add up between accumulate() and finish().

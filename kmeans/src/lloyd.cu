@@ -812,8 +812,7 @@ class Lloyd {
       ahead = queues_ahead() && !updater_.moved();  // a move changed the centroids after it was queued
       // The changes count the empty-cluster moves of the iteration before too: they change labels.
       const unsigned long long changed = counts_changes ? inertia_sum_.changes() : 0;
-      few_changes_ = updater_.keeps_summed_labels() && counts_changes &&
-                     changed * kMoveChangesBelow <= static_cast<unsigned long long>(n_);
+      few_changes_ = counts_changes && changed * kMoveChangesBelow <= static_cast<unsigned long long>(n_);
       if (detail::end_iteration(result, params_, it, times, inertia, shift, changed, tol_scaled_)) break;
     }
     // Labels and inertia for the centroids returned (scikit-learn does the same final assignment); the
