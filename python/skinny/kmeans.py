@@ -62,9 +62,10 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         lies in [2^-8, 32768] and the copy fits in GPU memory: the 11 significant bits of TF32,
         rounded to nearest, in two thirds of TF32's time), else TF32; the centroids rounded to
         float16 / bfloat16 for 16-bit data (about 3x less tensor-core work than exact); a sample whose
-        two nearest centres nearly tie can take the other one. Rows of up to 4 features get exact
-        labels (squared differences summed on the FMA units) in both modes, in "fast" for up to 2
-        features or up to 1024 clusters.
+        two nearest centres nearly tie can take the other one. Rows of up to 4 features take the FMA
+        units: exact labels (squared differences summed) in "exact", and in "fast" for up to 2
+        features; "fast" with 3 features, or 4 and up to 1024 clusters, forms ||c||^2 - 2 x.c in
+        float.
     stop_when_stable : bool, default True
         Stop when an iteration changes no label. False (with ``tol=0``) runs exactly ``max_iter``
         iterations, for timing (not in scikit-learn).

@@ -121,9 +121,11 @@ struct Params {
   /// 3x less tensor-core work than exact; a point whose two nearest centres are within ~1e-3 relative of
   /// each other (float, half) or ~1e-2 (bfloat16) can take the other one). Only the fused kernel (many
   /// clusters; any number for 16-bit data outside the few-clusters kernels) and the TF32 GEMM compute
-  /// differently; elsewhere both are exact, and so are rows of up to 4 values with Algo::automatic (sums
-  /// of squared differences on the FMA units; fast mode at d = 3 and 4 only up to 1024 clusters, above
-  /// which its half products are faster).
+  /// differently; elsewhere both are exact. Rows of up to 4 values with Algo::automatic take the FMA
+  /// units: exact labels from sums of squared differences in exact mode and, in fast mode, for d <= 2;
+  /// fast mode at d = 3, and at d = 4 with up to 1024 clusters, forms ||c||^2 - 2 x.c in float (float
+  /// rounding of the squared norms, not half's); at d = 4 with more clusters the fused kernel's half
+  /// products are faster.
   gemm::Math math = gemm::Math::exact;
   /// Keep a column-major copy of X (n x d more device memory, made once per fit) for the distance
   /// GEMM, which then reads X along points: the tall-skinny kernels stream that layout faster than
@@ -244,7 +246,8 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
                          const std::vector<double>& sample_weight = {});
 
 /// How fit and predict compute the distances of this problem: "narrow rows" (Algo::automatic, d <= 4, any k;
-/// in fast mode d <= 2, or k <= 1024; not with Params::protect: squared differences summed on the FMA units),
+/// in fast mode d <= 3, or k <= 1024; not with Params::protect: on the FMA units, squared differences summed,
+/// or in fast mode from d = 3 ||c||^2 - 2 x.c),
 /// "few-clusters" (Algo::automatic, k <= 8 with
 /// d >= 128 for 16-bit data and 128 <= d <= 512 for float, on Hopper: dot products on the FMA units, X read once;
 /// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
