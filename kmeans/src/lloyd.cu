@@ -246,7 +246,8 @@ NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::
 }
 
 /// SKINNY_KMEANS_ONE_PASS=1 or 0 overrides the one-pass rules (route_rules.hpp; for benchmarks of the
-/// crossover): 1 where the kernel applies, 0 nowhere. -1: not set (or another value).
+/// crossover): 1 where the kernel applies, 0 nowhere (16-bit rows gemm::nearest reads then take it for any
+/// k). -1: not set (or another value).
 int forced_one_pass() {
   const char* forced = std::getenv("SKINNY_KMEANS_ONE_PASS");
   const std::string value = forced == nullptr ? "" : forced;
@@ -269,9 +270,11 @@ template <class T>
 bool few_clusters_assignment(const Context& ctx, const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend,
                              gemm::Math math, NearestRoute route) {
   if (backend != gemm::Algo::automatic || k > detail::kFewClustersMax) return false;
-  if (forced_one_pass() == 1) return detail::assign_and_sum_applies(x, d, k);
+  const int forced = forced_one_pass();
+  if (forced == 1) return detail::assign_and_sum_applies(x, d, k);
   if constexpr (detail::is_16bit<T>) {
     if (route != NearestRoute::native) return true;
+    if (forced == 0) return false;
     return detail::few_clusters_16bit(d, k, math, gemm::nearest_uses_wgmma(ctx));
   }
   return one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k);
