@@ -193,21 +193,46 @@ enum class NearestRoute { none, native, widened, half_copy };
 /// products and exact mode's first pass (for comparisons).
 bool half_copy_switched_off() { return environment_says("SKINNY_KMEANS_HALF_COPY", "0"); }
 
+/// SKINNY_KMEANS_ONE_PASS=1 or 0 overrides the one-pass rules (route_rules.hpp; for benchmarks of the
+/// crossover): 1 where the kernel applies, 0 nowhere (16-bit rows gemm::nearest reads then take it for any
+/// k). -1: not set (or another value).
+int forced_one_pass() {
+  const char* forced = std::getenv("SKINNY_KMEANS_ONE_PASS");
+  const std::string value = forced == nullptr ? "" : forced;
+  return value == "1" ? 1 : value == "0" ? 0 : -1;
+}
+
+/// Whether the one pass is faster than the two for this shape (route_rules.hpp; whether the kernel can run
+/// it is assign_and_sum_applies).
+template <class T>
+bool one_pass_pays(const Context& ctx, std::int64_t d, std::int64_t k) {
+  if (const int forced = forced_one_pass(); forced >= 0) return forced == 1;
+  return detail::one_pass_beats_two(detail::is_16bit<T>, d, k, gemm::nearest_uses_wgmma(ctx));
+}
+
+/// Whether float points take the one pass (detail::assign_and_sum) with the automatic backend.
+template <class T>
+bool float_one_pass(const Context& ctx, const T* x, std::int64_t d, std::int64_t k, gemm::Algo backend) {
+  return std::is_same_v<T, float> && backend == gemm::Algo::automatic && k <= detail::kFewClustersMax &&
+         one_pass_pays<T>(ctx, d, k) && detail::assign_and_sum_applies(x, d, k);
+}
+
 /// Whether the fused kernel multiplies float points on a half copy of X (half_rows.hpp), as far as the shape
 /// tells: float points, Algo::automatic, no Params::protect (its checks are calibrated on TF32's rounding),
 /// and a shape where the fused kernel takes float points or where fast mode's TF32 GEMM
 /// would (route_rules.hpp: the half products beat both), which gemm::nearest can run on half rows. Fast
 /// mode multiplies the copy alone; exact mode's one-product pass reads it where gemm::nearest certifies one
-/// product and re-checks the rest (nearest_may_recheck), the re-check reading X. Whether X's range and the
-/// free memory allow the copy is the data's to say (half_rows).
+/// product and re-checks the rest (nearest_may_recheck), the re-check reading X. Not where the one pass
+/// takes the shape first. Whether X's range and the free memory allow the copy is the data's to say
+/// (half_rows).
 template <class T>
-bool half_copy_candidate(const Context& ctx, std::int64_t n, std::int64_t d, std::int64_t k, gemm::Algo backend,
-                         gemm::Math math, bool protect) {
+bool half_copy_candidate(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                         gemm::Algo backend, gemm::Math math, bool protect) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
     if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() ||
-        k < fused_min_clusters(ctx, d, math, protect))
+        k < fused_min_clusters(ctx, d, math, protect) || float_one_pass(ctx, x, d, k, backend))
       return false;
     gemm::NearestArguments a = nearest_probe(n, d, k, gemm::Element::f16, detail::nearest_row<__half>(d));
     a.math = math;
@@ -221,7 +246,7 @@ template <class T>
 detail::HalfRows assignment_half_rows(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                                       gemm::Algo backend, gemm::Math math, bool protect) {
   if constexpr (std::is_same_v<T, float>) {
-    if (half_copy_candidate<T>(ctx, n, d, k, backend, math, protect))
+    if (half_copy_candidate<T>(ctx, x, n, d, k, backend, math, protect))
       return detail::half_rows(x, n, d, ctx.stream(), math == gemm::Math::exact);
   }
   return {};
@@ -245,23 +270,6 @@ NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::
   }
 }
 
-/// SKINNY_KMEANS_ONE_PASS=1 or 0 overrides the one-pass rules (route_rules.hpp; for benchmarks of the
-/// crossover): 1 where the kernel applies, 0 nowhere (16-bit rows gemm::nearest reads then take it for any
-/// k). -1: not set (or another value).
-int forced_one_pass() {
-  const char* forced = std::getenv("SKINNY_KMEANS_ONE_PASS");
-  const std::string value = forced == nullptr ? "" : forced;
-  return value == "1" ? 1 : value == "0" ? 0 : -1;
-}
-
-/// Whether the one pass is faster than the two for this shape (route_rules.hpp; whether the kernel can run
-/// it is assign_and_sum_applies).
-template <class T>
-bool one_pass_pays(std::int64_t d, std::int64_t k) {
-  if (const int forced = forced_one_pass(); forced >= 0) return forced == 1;
-  return detail::one_pass_beats_two(detail::is_16bit<T>, d, k);
-}
-
 /// Whether the assignment reads X once (automatic backend, few clusters): through detail::few_nearest, or in
 /// a fit that the one-pass rule above admits, through detail::assign_and_sum, which also forms the update's
 /// sums. 16-bit data where detail::few_clusters_16bit says so, or whose rows gemm::nearest cannot read
@@ -277,7 +285,7 @@ bool few_clusters_assignment(const Context& ctx, const T* x, std::int64_t d, std
     if (forced == 0) return false;
     return detail::few_clusters_16bit(d, k, math, gemm::nearest_uses_wgmma(ctx));
   }
-  return one_pass_pays<T>(d, k) && detail::assign_and_sum_applies(x, d, k);
+  return float_one_pass(ctx, x, d, k, backend);
 }
 
 /// Fewest points for the column-major copy of X: below, the tall-skinny kernels' column-major path has
@@ -713,7 +721,7 @@ class Lloyd {
         counts_(static_cast<std::size_t>(k_)), weights_(sample_weight),
         assign_(ctx, x, n, d, k_, params.backend, params.math, params.protect), updater_(n, d, k_) {
     const cudaStream_t stream = ctx.stream();
-    one_pass_ = assign_.few && sample_weight.empty() && one_pass_pays<T>(d, k_) &&
+    one_pass_ = assign_.few && sample_weight.empty() && one_pass_pays<T>(ctx, d, k_) &&
                 detail::assign_and_sum_applies(x, d, k_);
     if (one_pass_) {
       sum_target_ = updater_.sum_target();
@@ -1030,7 +1038,7 @@ std::string distance_method(const Context& ctx, const T* x, std::int64_t n, std:
   check_shape(x, n, d, k, backend);
   if (detail::narrow_assignment(d, k, math, backend, false)) return "narrow rows";
   if constexpr (std::is_same_v<T, float>) {
-    if (math == gemm::Math::fast && half_copy_candidate<T>(ctx, n, d, k, backend, math, false) &&
+    if (math == gemm::Math::fast && half_copy_candidate<T>(ctx, x, n, d, k, backend, math, false) &&
         detail::half_rows_possible(x, n, d, ctx.stream()))
       return "nearest (fast, half copy)";
   }

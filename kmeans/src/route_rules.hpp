@@ -26,8 +26,17 @@ namespace skinny::kmeans::detail {
 /// Not below: 262144 x 4096, k = 8 fast 2.13 against 2.10, k = 2 2.31 against 2.12; d = 16, k = 8 0.23
 /// against 0.18. Protected fits keep 32 there: their fused kernel (with row sums) keeps the wide ring, and
 /// the protected GEMM below 32 clusters is what Params::protect's cost was measured on.
+/// Since the update moves only the points whose label changed (its read of X gone once labels settle),
+/// rows of 128 floats or more on wgmma take the fused kernel from 9 clusters in exact mode and for any
+/// k in fast mode (on its half copy; where the one pass does not take the shape first). H200, mean ms of
+/// 20 iterations from random starts, app's blobs, TSM2 and the update / fused and the update
+/// (bench/results/h200/2026-12-07_few-clusters/ab_ad6de38.txt): exact 1M x 128, k = 8 0.272 / 0.297,
+/// k = 12 0.430 / 0.311; 1M x 512, k = 8 0.712 / 0.734, k = 12 1.248 / 0.797; 262144 x 4096, k = 8
+/// 1.221 / 1.329; fast 1M x 128, k = 4 0.260 / 0.228, k = 12 0.430 / 0.241; 1M x 512, k = 4 0.722 / 0.486;
+/// 262144 x 4096, k = 2 2.048 / 1.622 (3 iterations), k = 8 1.223 / 0.788.
 constexpr std::int64_t kFusedMinClusters = 32;
 constexpr std::int64_t kFusedWideRowsMinClusters = 16;
+constexpr std::int64_t kFusedWideRowsExactMinClusters = 9;
 constexpr std::int64_t kFusedWideRowsMinDims = 128;
 constexpr std::int64_t kFusedMmaSyncExactMinClusters = 128;
 constexpr std::int64_t kFusedNarrowMinClusters = 16;
@@ -37,7 +46,7 @@ constexpr std::int64_t kFusedNarrowMaxDims = 7;
 /// whether it runs on Hopper's wgmma; `protect`, a fit with Params::protect.
 inline std::int64_t fused_min_float_clusters(std::int64_t d, gemm::Math math, bool wgmma, bool protect) {
   if (d <= kFusedNarrowMaxDims) return kFusedNarrowMinClusters;
-  if (wgmma && d >= kFusedWideRowsMinDims && !protect) return kFusedWideRowsMinClusters;
+  if (wgmma && d >= kFusedWideRowsMinDims && !protect) return math == gemm::Math::fast ? 1 : kFusedWideRowsExactMinClusters;
   return wgmma || math == gemm::Math::fast ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;
 }
 
@@ -71,16 +80,22 @@ inline bool tf32_gemm_beats_fused(bool float_points, std::int64_t d, std::int64_
 /// 0.44 / 0.70, k = 16 0.83 / 0.63; 1048576 x 512, k = 4 1.11 / 1.57; 262144 x 4096, k = 4 2.91 / 2.94,
 /// k = 8 3.66 / 2.95, k = 16 4.6 / 3.0. 16-bit data: 262144 x 4096, k = 16, half 4.47 / 6.95 (7.4 with
 /// few_nearest); 1048576 x 512 half, k = 8 1.03 / 3.65; 1048576 x 16 half, k = 16 0.79 against 0.65 with
-/// few_nearest and the update (bench/results/h100/2026-11-25_one-pass).
+/// few_nearest and the update (bench/results/h100/2026-11-25_one-pass). Since the update moves only changed
+/// points, float on wgmma keeps the one pass for at most 2 clusters, where fits end in a few iterations
+/// that move many points (H200, the measurements of the fused rule above, one pass / TSM2 / fused: exact
+/// 1M x 128, k = 2 0.338 / 0.388 / 0.444 (3 iterations), k = 4 0.344 / 0.255 / 0.299; 1M x 512, k = 2 0.920
+/// / 1.212 / 1.454, k = 4 0.972 / 0.716 / 0.951; fast 1M x 512, k = 2 0.915 / 1.217 / 1.012).
 constexpr std::int64_t kOnePassFloatMaxClusters = 8;
+constexpr std::int64_t kOnePassFloatWgmmaMaxClusters = 2;
 constexpr std::int64_t kOnePassFloatMaxDims = 512;
 constexpr std::int64_t kOnePassMinDims = 128;
 
 /// Whether the one pass is faster than the two for this shape (the rule above; whether the kernel can run
-/// it is assign_and_sum_applies).
-inline bool one_pass_beats_two(bool sixteen_bit, std::int64_t d, std::int64_t k) {
+/// it is assign_and_sum_applies); `wgmma`: whether gemm::nearest runs on Hopper's wgmma.
+inline bool one_pass_beats_two(bool sixteen_bit, std::int64_t d, std::int64_t k, bool wgmma) {
   if (d < kOnePassMinDims) return false;
-  return sixteen_bit || (k <= kOnePassFloatMaxClusters && d <= kOnePassFloatMaxDims);
+  const std::int64_t float_max = wgmma ? kOnePassFloatWgmmaMaxClusters : kOnePassFloatMaxClusters;
+  return sixteen_bit || (k <= float_max && d <= kOnePassFloatMaxDims);
 }
 
 /// Rows of at most this many values take detail::narrow_nearest in exact mode for any number of clusters
@@ -119,24 +134,26 @@ constexpr std::int64_t kFewClusters16BitMax = 8;
 constexpr std::int64_t kFewClusters16BitMinDims = 128;
 
 /// Where, on wgmma, gemm::nearest's ring of few centres and the update's own read of X beat the one pass
-/// for 16-bit data within the rule above: one product per term from 1024 dimensions, or from 256 with 5 to
-/// 8 clusters (the one pass's 8-cluster kernel); three products (cp.async stages) with 5 to 8 clusters from
-/// 1024. H200, half unless said, ms per iteration, one pass / fused and update (bench/results/h200/
-/// 2026-11-28_few-centres-ring): fast 262144 x 4096, k = 2 1.38 / 1.27, k = 4 1.52 / 1.21, k = 8 2.14 /
-/// 1.22; 1M x 1024, k = 4 bf16 1.38 / 1.32; 1M x 256, k = 8 0.58 / 0.54; 1M x 512, k = 8 bf16 0.94 / 0.78,
-/// k = 2 0.61 / 0.81, k = 4 0.66 / 0.77; exact 262144 x 4096, k = 8 2.15 / 1.54, k = 4 1.50 / 1.81, k = 2
-/// bf16 1.41 / 1.72; 1M x 512, k = 8 0.93 / 1.02; 1M x 128, k = 2 and 8: the one pass.
+/// for 16-bit data within the rule above, since the update moves only changed points: from 3 clusters
+/// (exact mode: from 5 where rows have 256 values or more), and in fast mode from 1024 dimensions for any
+/// k. H200, mean ms of 20 iterations from random starts, app's blobs, one pass / fused and the update
+/// (bench/results/h200/2026-12-07_few-clusters/ab_ad6de38.txt): half exact 1M x 128, k = 2 0.321 / 0.444
+/// (3 iterations), k = 4 0.335 / 0.305, k = 8 0.395 / 0.295; 1M x 512, k = 2 0.586 / 1.014, k = 4 0.644 /
+/// 0.725, k = 8 0.907 / 0.692; 262144 x 4096, k = 2 1.385 / 1.663; half fast 1M x 128, k = 2 0.324 / 0.527,
+/// k = 4 0.334 / 0.244; 1M x 512, k = 2 0.589 / 0.829, k = 4 0.657 / 0.496. Before (bench/results/h200/
+/// 2026-11-28_few-centres-ring), fast 262144 x 4096 with any k and 1M x 1024, k = 4 took the fused kernel.
 constexpr std::int64_t kFusedFast16BitMinDims = 1024;
-constexpr std::int64_t kFusedFast16BitEightMinDims = 256;
-constexpr std::int64_t kFusedExact16BitEightMinDims = 1024;
+constexpr std::int64_t kOnePass16BitWgmmaMaxClusters = 2;
+constexpr std::int64_t kOnePass16BitExactWideMaxClusters = 4;
+constexpr std::int64_t kOnePass16BitExactWideMinDims = 256;
 
 /// Whether 16-bit data whose rows gemm::nearest reads takes the few-clusters kernels (the rules above).
 inline bool few_clusters_16bit(std::int64_t d, std::int64_t k, gemm::Math math, bool wgmma) {
   if (k > kFewClusters16BitMax || d < kFewClusters16BitMinDims) return false;
   if (!wgmma) return true;
-  const bool eight = k > 4;  // the one pass's 8-cluster instance
-  if (math == gemm::Math::fast) return !(d >= kFusedFast16BitMinDims || (eight && d >= kFusedFast16BitEightMinDims));
-  return !(eight && d >= kFusedExact16BitEightMinDims);
+  if (math == gemm::Math::fast) return d < kFusedFast16BitMinDims && k <= kOnePass16BitWgmmaMaxClusters;
+  return k <= kOnePass16BitWgmmaMaxClusters ||
+         (k <= kOnePass16BitExactWideMaxClusters && d >= kOnePass16BitExactWideMinDims);
 }
 
 }  // namespace skinny::kmeans::detail

@@ -15,9 +15,12 @@ TEST(RouteRules, FloatTakesTheFusedKernelFromTheMeasuredClusterCounts) {
     EXPECT_EQ(16, fused_min_float_clusters(7, Math::exact, wgmma, false));
     EXPECT_EQ(16, fused_min_float_clusters(2, Math::fast, wgmma, true));
   }
-  // On wgmma: from 16 clusters where rows have 128 floats or more, unprotected; else from 32.
-  EXPECT_EQ(16, fused_min_float_clusters(128, Math::exact, true, false));
-  EXPECT_EQ(16, fused_min_float_clusters(4096, Math::fast, true, false));
+  // On wgmma, where rows have 128 floats or more, unprotected: exact from 9 clusters, fast for any k (the
+  // update moves only changed points); else from 32.
+  EXPECT_EQ(9, fused_min_float_clusters(128, Math::exact, true, false));
+  EXPECT_EQ(9, fused_min_float_clusters(4096, Math::exact, true, false));
+  EXPECT_EQ(1, fused_min_float_clusters(128, Math::fast, true, false));
+  EXPECT_EQ(1, fused_min_float_clusters(4096, Math::fast, true, false));
   EXPECT_EQ(32, fused_min_float_clusters(127, Math::exact, true, false));
   EXPECT_EQ(32, fused_min_float_clusters(8, Math::fast, true, false));
   EXPECT_EQ(32, fused_min_float_clusters(4096, Math::exact, true, true)) << "protected fits keep 32";
@@ -58,13 +61,18 @@ TEST(RouteRules, FastFloatTakesTheTf32GemmOnlyForManyClustersOfManyDimensions) {
 }
 
 TEST(RouteRules, OnePassPaysFromOneHundredTwentyEightDimensions) {
-  EXPECT_FALSE(one_pass_beats_two(false, 127, 4));
-  EXPECT_FALSE(one_pass_beats_two(true, 127, 4));
-  EXPECT_TRUE(one_pass_beats_two(false, 128, 8));
-  EXPECT_TRUE(one_pass_beats_two(false, 512, 2));
-  EXPECT_FALSE(one_pass_beats_two(false, 513, 2)) << "float: up to 512 dimensions";
-  EXPECT_FALSE(one_pass_beats_two(false, 128, 9)) << "float: up to 8 clusters";
-  EXPECT_TRUE(one_pass_beats_two(true, 4096, 8)) << "16-bit: wherever the kernel applies";
+  for (const bool wgmma : {false, true}) {
+    EXPECT_FALSE(one_pass_beats_two(false, 127, 2, wgmma));
+    EXPECT_FALSE(one_pass_beats_two(true, 127, 2, wgmma));
+    EXPECT_TRUE(one_pass_beats_two(false, 512, 2, wgmma));
+    EXPECT_FALSE(one_pass_beats_two(false, 513, 2, wgmma)) << "float: up to 512 dimensions";
+    EXPECT_TRUE(one_pass_beats_two(true, 4096, 8, wgmma)) << "16-bit: wherever the kernel applies";
+  }
+  // Float clusters: up to 8 on mma.sync, up to 2 on wgmma (the fused kernel and the moving update).
+  EXPECT_TRUE(one_pass_beats_two(false, 128, 8, false));
+  EXPECT_FALSE(one_pass_beats_two(false, 128, 9, false));
+  EXPECT_TRUE(one_pass_beats_two(false, 128, 2, true));
+  EXPECT_FALSE(one_pass_beats_two(false, 128, 3, true));
 }
 
 TEST(RouteRules, SixteenBitFewClustersReadXOnceWhereThatMeasuredFaster) {
@@ -75,16 +83,19 @@ TEST(RouteRules, SixteenBitFewClustersReadXOnceWhereThatMeasuredFaster) {
     EXPECT_FALSE(few_clusters_16bit(127, 8, math, false));
     EXPECT_FALSE(few_clusters_16bit(4096, 9, math, false));
   }
-  // On wgmma, fast: the fused kernel from 1024 dimensions, or from 256 with 5 to 8 clusters.
-  EXPECT_TRUE(few_clusters_16bit(1023, 4, Math::fast, true));
+  // On wgmma, fast: the few-clusters kernels up to 2 clusters below 1024 dimensions.
+  EXPECT_TRUE(few_clusters_16bit(128, 2, Math::fast, true));
+  EXPECT_TRUE(few_clusters_16bit(1023, 1, Math::fast, true));
   EXPECT_FALSE(few_clusters_16bit(1024, 1, Math::fast, true));
-  EXPECT_TRUE(few_clusters_16bit(255, 8, Math::fast, true));
-  EXPECT_FALSE(few_clusters_16bit(256, 5, Math::fast, true));
-  EXPECT_TRUE(few_clusters_16bit(512, 4, Math::fast, true));
-  // On wgmma, exact: the fused kernel with 5 to 8 clusters from 1024 dimensions.
+  EXPECT_FALSE(few_clusters_16bit(128, 3, Math::fast, true));
+  EXPECT_FALSE(few_clusters_16bit(512, 8, Math::fast, true));
+  // On wgmma, exact: up to 2 clusters, and up to 4 from 256 dimensions.
+  EXPECT_TRUE(few_clusters_16bit(128, 2, Math::exact, true));
+  EXPECT_TRUE(few_clusters_16bit(4096, 2, Math::exact, true));
+  EXPECT_FALSE(few_clusters_16bit(255, 3, Math::exact, true));
+  EXPECT_TRUE(few_clusters_16bit(256, 4, Math::exact, true));
   EXPECT_TRUE(few_clusters_16bit(4096, 4, Math::exact, true));
-  EXPECT_TRUE(few_clusters_16bit(1023, 8, Math::exact, true));
-  EXPECT_FALSE(few_clusters_16bit(1024, 5, Math::exact, true));
+  EXPECT_FALSE(few_clusters_16bit(4096, 5, Math::exact, true));
   EXPECT_FALSE(few_clusters_16bit(127, 2, Math::exact, true));
 }
 
