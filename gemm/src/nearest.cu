@@ -3,7 +3,7 @@
 // are never stored.
 //
 //  * A block owns 128 points and walks over tiles of 128 centres (all of them, or a share when the
-//    points alone cannot fill the GPU: grid y). Per tile, 8 warps (4 along points x 2 along centres)
+//    points alone cannot fill the GPU or their rows are long: split_for). Per tile, 8 warps (4 along points x 2 along centres)
 //    each compute a 32 x 64 product:
 //      - float points: mma.m16n8k8 in 3xTF32 (tensor_core.cuh), float accuracy (Math::exact), or in one
 //        TF32 product (Math::fast: a third of the tensor-core work, as TF32 GEMMs and flash-kmeans compute
@@ -162,9 +162,9 @@ struct Params {
   const float* c_unscale;    ///< 16-bit exact: per centre, the inverse of the power of two its parts carry
   std::int64_t ldi, k;
   const float* cn;
-  /// Per share of the centre tiles (grid y) and point, [blockIdx.y][n]: the nearest as (ordered distance
-  /// << 32) | centre, all ones when none; with kSecond also the second smallest distance (finish_kernel
-  /// combines the shares).
+  /// Per share of the centre tiles and point, [share][n]: the nearest as (ordered distance << 32) |
+  /// centre, all ones when none; with kSecond also the second smallest distance (finish_kernel combines
+  /// the shares).
   unsigned long long* keys;
   float* second;
   /// With one share and no second best: each point's label and distance written here directly
@@ -173,6 +173,7 @@ struct Params {
   float* sq_distances;
   const float* x_sq_norms;
   int tiles_per_split;
+  int shares;  ///< block b takes share b % shares of the centre tiles for point block b / shares
   double* row_sums;  ///< per point: += the sum of its cross terms (null: not wanted)
   std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
   int fault_bit;
@@ -344,9 +345,10 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
-  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * BM;
+  const std::int64_t share = blockIdx.x % p.shares;
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x / p.shares) * BM;
   const std::int64_t tiles = (p.k + BN - 1) / BN;
-  const std::int64_t tile_begin = static_cast<std::int64_t>(blockIdx.y) * p.tiles_per_split;
+  const std::int64_t tile_begin = share * p.tiles_per_split;
   const std::int64_t tile_end = min(tiles, tile_begin + p.tiles_per_split);
   const int ksteps = static_cast<int>((p.d + R::bk - 1) / R::bk);
   const std::int64_t nsteps = (tile_end - tile_begin) * ksteps;
@@ -784,7 +786,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
         bj = best_col[r * WARPS_N + w];
       }
     }
-    const std::int64_t at = static_cast<std::int64_t>(blockIdx.y) * p.n + row0 + r;
+    const std::int64_t at = share * p.n + row0 + r;
     const unsigned long long key =
         bj == INT_MAX ? ~0ull : (static_cast<unsigned long long>(ordered_bits(bv)) << 32) | static_cast<std::uint32_t>(bj);
     if (p.labels || p.sq_distances) write_result(row0 + r, key, p.x_sq_norms, p.labels, p.sq_distances);
@@ -794,7 +796,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       double rs = 0;
 #pragma unroll
       for (int w = 0; w < WARPS_N; ++w) rs += row_sum[r * WARPS_N + w];
-      atomicAdd(p.row_sums + row0 + r, rs);  // one block per point unless the centre tiles are split (grid y)
+      atomicAdd(p.row_sums + row0 + r, rs);  // one block per point unless the centre tiles are shared out
     }
   }
 }
@@ -1075,17 +1077,34 @@ void prepare_parts(Context& ctx, const NearestArguments& a, const CentreParts<T>
   SKINNY_CHECK_LAUNCH();
 }
 
-/// How m points' blocks share out the centre tiles: over grid y only when the point blocks alone fill less
-/// than two waves of two resident blocks per SM.
+/// How m points' blocks share out the centre tiles (the shares of a point block next to each other in the
+/// grid, so that they run side by side): where the point blocks alone fill less than two waves of two
+/// resident blocks per SM; and, given `row_bytes` (the points' rows as the kernel reads them), where
+/// the points of the blocks resident at once would outgrow L2: every block reads its points again for each
+/// centre tile, and rows of 4 KB or more (1M x 4096 half: 264 blocks of 1 MB) sent those reads to memory
+/// (H100, 1M x 4096 half, fast: k = 1024 23.4 ms, k = 8192 234 ms, 300 TFLOPS against 451 at d = 512).
+/// There enough shares that the resident blocks' points take at most kResidentPointBytes, their keys
+/// (shares x m) at most kSharedKeysBytes. SKINNY_NEAREST_L2_SHARES=0 turns the second rule off (for
+/// comparisons).
 struct Split {
   std::int64_t blocks_x = 0, shares = 0, tiles_per_share = 0;
 };
+constexpr std::int64_t kL2SharesMinRowBytes = 4096;
+constexpr std::int64_t kResidentPointBytes = std::int64_t(16) << 20;
+constexpr std::int64_t kSharedKeysBytes = std::int64_t(1) << 30;
 
-Split split_for(std::int64_t m, std::int64_t k, int sms) {
+Split split_for(std::int64_t m, std::int64_t k, int sms, std::int64_t row_bytes = 0) {
   Split s;
   s.blocks_x = ceil_div(m, BM);
   const std::int64_t tiles = ceil_div(k, BN);
-  s.shares = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, ceil_div(4LL * sms, s.blocks_x)), 65535});
+  std::int64_t wanted = ceil_div(4LL * sms, s.blocks_x);
+  const char* off = std::getenv("SKINNY_NEAREST_L2_SHARES");
+  if (row_bytes >= kL2SharesMinRowBytes && !(off && std::string(off) == "0")) {
+    const std::int64_t resident_bytes = 2LL * sms * BM * row_bytes;
+    const std::int64_t by_memory = kSharedKeysBytes / (m * std::int64_t(sizeof(unsigned long long) + sizeof(float)));
+    wanted = std::max(wanted, std::min(ceil_div(resident_bytes, kResidentPointBytes), by_memory));
+  }
+  s.shares = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, wanted), 65535, INT_MAX / s.blocks_x});
   s.tiles_per_share = ceil_div(tiles, s.shares);
   s.shares = ceil_div(tiles, s.tiles_per_share);
   return s;
@@ -1173,7 +1192,8 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   using R = Ring<T, kExact>;
   Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
            direct ? a.labels : nullptr, direct ? a.sq_distances : nullptr, a.x_sq_norms,
-           static_cast<int>(split.tiles_per_share), kRowSums ? row_sums : nullptr, kFault ? a.fault_row : -1,
+           static_cast<int>(split.tiles_per_share), static_cast<int>(split.shares), kRowSums ? row_sums : nullptr,
+           kFault ? a.fault_row : -1,
            a.fault_col, a.fault_bit, a.fault_values};
   // wgmma takes one product per term, and the three exact ones unless row sums are asked for: they sum by
   // truncation over all of d, a bias the protection's per-point check of exact terms does not model
@@ -1209,8 +1229,7 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
                            : wgmma                       ? R::smem_wgmma
                                                          : R::smem;
   SKINNY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(split.blocks_x), static_cast<unsigned>(split.shares));
-  kernel<<<grid, kThreads, smem, ctx.stream()>>>(p);
+  kernel<<<static_cast<unsigned>(split.blocks_x * split.shares), kThreads, smem, ctx.stream()>>>(p);
   SKINNY_CHECK_LAUNCH();
 }
 
@@ -1286,7 +1305,8 @@ bool rechecks(Context& ctx, const NearestArguments& a) {
 template <class T, bool kExact>
 void nearest_direct(Context& ctx, const NearestArguments& a) {
   const std::int64_t ldx = a.ldx ? a.ldx : a.d;
-  const Split split = split_for(a.n, a.k, ctx.properties().multiProcessorCount);
+  const Split split =
+      split_for(a.n, a.k, ctx.properties().multiProcessorCount, a.d * static_cast<std::int64_t>(sizeof(T)));
   const auto layout = [&](Carve& scratch) {
     auto* keys = scratch.take<unsigned long long>(split.shares * a.n);
     return std::make_pair(keys, take_parts<T, kExact>(scratch, a));
@@ -1317,7 +1337,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   static_assert(!kHalfCopy || (std::is_same_v<T, float> && std::is_same_v<F, __half>), "a half copy of float points");
   const std::int64_t ldx = a.ldx ? a.ldx : a.d;
   const int sms = ctx.properties().multiProcessorCount;
-  const Split split = split_for(a.n, a.k, sms);
+  const Split split = split_for(a.n, a.k, sms, a.d * static_cast<std::int64_t>(sizeof(F)));
   const std::int64_t batch = std::min(a.n, kRecheckBatch);
   const std::int64_t row_copies = ceil_div(a.d * static_cast<std::int64_t>(sizeof(T)), 16);
   struct Scratch {

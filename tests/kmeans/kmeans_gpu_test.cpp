@@ -403,15 +403,17 @@ TEST_F(KmeansGpu, SixteenBitFewClustersTakeTheFusedKernelWhereItPays) {
     EXPECT_TRUE(method == "few-clusters" || method.rfind("nearest", 0) == 0) << method;
     return method != "few-clusters";
   };
+  // On wgmma (route_rules.hpp): the few-clusters kernels up to 2 clusters (fast: below 1024 dimensions),
+  // in exact mode up to 4 from 256 dimensions; elsewhere the fused kernel and the moving update.
   EXPECT_EQ(wgmma, fused(4096, 2, gemm::Math::fast));
-  EXPECT_EQ(wgmma, fused(1024, 4, gemm::Math::fast));
-  EXPECT_FALSE(fused(1000, 4, gemm::Math::fast));
-  EXPECT_EQ(wgmma, fused(256, 5, gemm::Math::fast));
-  EXPECT_FALSE(fused(255, 8, gemm::Math::fast));
-  EXPECT_FALSE(fused(128, 8, gemm::Math::fast));
-  EXPECT_EQ(wgmma, fused(1024, 8, gemm::Math::exact));
+  EXPECT_FALSE(fused(1000, 2, gemm::Math::fast));
+  EXPECT_EQ(wgmma, fused(1000, 3, gemm::Math::fast));
+  EXPECT_EQ(wgmma, fused(128, 8, gemm::Math::fast));
+  EXPECT_FALSE(fused(128, 2, gemm::Math::exact));
+  EXPECT_EQ(wgmma, fused(255, 3, gemm::Math::exact));
+  EXPECT_FALSE(fused(256, 4, gemm::Math::exact));
   EXPECT_FALSE(fused(4096, 4, gemm::Math::exact));
-  EXPECT_FALSE(fused(512, 8, gemm::Math::exact));
+  EXPECT_EQ(wgmma, fused(512, 5, gemm::Math::exact));
   EXPECT_TRUE(fused(4096, 9, gemm::Math::exact)) << "more than 8 clusters: the fused kernel everywhere";
 }
 
