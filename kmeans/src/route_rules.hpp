@@ -27,8 +27,9 @@ namespace skinny::kmeans::detail {
 /// against 0.18. Protected fits keep 32 there: their fused kernel (with row sums) keeps the wide ring, and
 /// the protected GEMM below 32 clusters is what Params::protect's cost was measured on.
 /// Since the update moves only the points whose label changed (its read of X gone once labels settle),
-/// rows of 128 floats or more on wgmma take the fused kernel from 9 clusters in exact mode and for any
-/// k in fast mode (on its half copy; where the one pass does not take the shape first). H200, mean ms of
+/// rows of 128 floats or more on wgmma take the fused kernel for any k in fast mode (on its half copy;
+/// where the one pass does not take the shape first), and in exact mode from 9 clusters up to 512
+/// dimensions (262144 x 4096, k = 12 on an H100: TSM2 1.773, fused 1.808). H200, mean ms of
 /// 20 iterations from random starts, app's blobs, TSM2 and the update / fused and the update
 /// (bench/results/h200/2026-12-07_few-clusters/ab_ad6de38.txt): exact 1M x 128, k = 8 0.272 / 0.297,
 /// k = 12 0.430 / 0.311; 1M x 512, k = 8 0.712 / 0.734, k = 12 1.248 / 0.797; 262144 x 4096, k = 8
@@ -37,6 +38,7 @@ namespace skinny::kmeans::detail {
 constexpr std::int64_t kFusedMinClusters = 32;
 constexpr std::int64_t kFusedWideRowsMinClusters = 16;
 constexpr std::int64_t kFusedWideRowsExactMinClusters = 9;
+constexpr std::int64_t kFusedWideRowsExactMaxDims = 512;
 constexpr std::int64_t kFusedWideRowsMinDims = 128;
 constexpr std::int64_t kFusedMmaSyncExactMinClusters = 128;
 constexpr std::int64_t kFusedNarrowMinClusters = 16;
@@ -46,7 +48,10 @@ constexpr std::int64_t kFusedNarrowMaxDims = 7;
 /// whether it runs on Hopper's wgmma; `protect`, a fit with Params::protect.
 inline std::int64_t fused_min_float_clusters(std::int64_t d, gemm::Math math, bool wgmma, bool protect) {
   if (d <= kFusedNarrowMaxDims) return kFusedNarrowMinClusters;
-  if (wgmma && d >= kFusedWideRowsMinDims && !protect) return math == gemm::Math::fast ? 1 : kFusedWideRowsExactMinClusters;
+  if (wgmma && d >= kFusedWideRowsMinDims && !protect) {
+    if (math == gemm::Math::fast) return 1;
+    return d <= kFusedWideRowsExactMaxDims ? kFusedWideRowsExactMinClusters : kFusedWideRowsMinClusters;
+  }
   return wgmma || math == gemm::Math::fast ? kFusedMinClusters : kFusedMmaSyncExactMinClusters;
 }
 

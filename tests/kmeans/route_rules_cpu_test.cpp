@@ -15,10 +15,12 @@ TEST(RouteRules, FloatTakesTheFusedKernelFromTheMeasuredClusterCounts) {
     EXPECT_EQ(16, fused_min_float_clusters(7, Math::exact, wgmma, false));
     EXPECT_EQ(16, fused_min_float_clusters(2, Math::fast, wgmma, true));
   }
-  // On wgmma, where rows have 128 floats or more, unprotected: exact from 9 clusters, fast for any k (the
-  // update moves only changed points); else from 32.
+  // On wgmma, where rows have 128 floats or more, unprotected: fast for any k (the update moves only
+  // changed points), exact from 9 clusters up to 512 dimensions and from 16 above; else from 32.
   EXPECT_EQ(9, fused_min_float_clusters(128, Math::exact, true, false));
-  EXPECT_EQ(9, fused_min_float_clusters(4096, Math::exact, true, false));
+  EXPECT_EQ(9, fused_min_float_clusters(512, Math::exact, true, false));
+  EXPECT_EQ(16, fused_min_float_clusters(513, Math::exact, true, false));
+  EXPECT_EQ(16, fused_min_float_clusters(4096, Math::exact, true, false));
   EXPECT_EQ(1, fused_min_float_clusters(128, Math::fast, true, false));
   EXPECT_EQ(1, fused_min_float_clusters(4096, Math::fast, true, false));
   EXPECT_EQ(32, fused_min_float_clusters(127, Math::exact, true, false));
