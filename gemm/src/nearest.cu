@@ -1078,40 +1078,21 @@ void prepare_parts(Context& ctx, const NearestArguments& a, const CentreParts<T>
 }
 
 /// How m points' blocks share out the centre tiles (the shares of a point block next to each other in the
-/// grid, so that they run side by side): where the point blocks alone fill less than two waves of two
-/// resident blocks per SM; and, given `row_bytes` and `centre_row_bytes` (the points' rows and a centre's
-/// parts as the kernel reads them), where the points of the blocks resident at once would outgrow L2:
-/// every block reads its points again for each centre tile, and rows of 4 KB or more (1M x 4096 half: 264
-/// blocks of 1 MB) sent those reads to memory. There enough shares that the resident blocks' points take
-/// at most kResidentPointBytes, if the tiles the shares read at once take at most kResidentCentreBytes
-/// (three-part centres of 4096 16-bit values, 3 MB a tile, thrashed L2 with 16 shares: 1M x 4096, k = 8192,
-/// exact 432 -> 817 ms), and their keys (shares x m) at most kSharedKeysBytes. H100, 512K x 4096 unless
-/// said, fast, ms per iteration without / with (bench/results/h100/2026-12-07_l2-shares): half k = 1024
-/// 12.8 / 9.6, k = 8192 108 / 79; 1M x 2048 half, k = 1024 11.9 / 9.0. SKINNY_NEAREST_L2_SHARES=0 turns
-/// the second rule off (for comparisons).
+/// grid, so that they run side by side): centre_shares (nearest_rules.hpp), given `row_bytes` and
+/// `centre_row_bytes` (the points' rows and a centre's parts as the kernel reads them; 0: the first rule
+/// alone). SKINNY_NEAREST_L2_SHARES=0 turns its rule for long rows off (for comparisons).
 struct Split {
   std::int64_t blocks_x = 0, shares = 0, tiles_per_share = 0;
 };
-constexpr std::int64_t kL2SharesMinRowBytes = 4096;
-constexpr std::int64_t kResidentPointBytes = std::int64_t(16) << 20;
-constexpr std::int64_t kResidentCentreBytes = std::int64_t(16) << 20;
-constexpr std::int64_t kSharedKeysBytes = std::int64_t(1) << 30;
 
 Split split_for(std::int64_t m, std::int64_t k, int sms, std::int64_t row_bytes = 0, std::int64_t centre_row_bytes = 0) {
+  const char* off = std::getenv("SKINNY_NEAREST_L2_SHARES");
+  if (off && std::string(off) == "0") row_bytes = 0;
   Split s;
   s.blocks_x = ceil_div(m, BM);
   const std::int64_t tiles = ceil_div(k, BN);
-  std::int64_t wanted = ceil_div(4LL * sms, s.blocks_x);
-  const char* off = std::getenv("SKINNY_NEAREST_L2_SHARES");
-  if (row_bytes >= kL2SharesMinRowBytes && !(off && std::string(off) == "0")) {
-    const std::int64_t resident_bytes = 2LL * sms * BM * row_bytes;
-    const std::int64_t by_memory = kSharedKeysBytes / (m * std::int64_t(sizeof(unsigned long long) + sizeof(float)));
-    const std::int64_t l2 = std::min({ceil_div(resident_bytes, kResidentPointBytes), by_memory, tiles});
-    if (l2 * BN * centre_row_bytes <= kResidentCentreBytes) wanted = std::max(wanted, l2);
-  }
-  s.shares = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, wanted), 65535, INT_MAX / s.blocks_x});
+  s.shares = centre_shares(m, tiles, sms, BM, BN, row_bytes, centre_row_bytes);
   s.tiles_per_share = ceil_div(tiles, s.shares);
-  s.shares = ceil_div(tiles, s.tiles_per_share);
   return s;
 }
 

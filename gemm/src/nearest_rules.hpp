@@ -1,10 +1,12 @@
-// Which way gemm::nearest reaches Math::exact for a shape: plain arithmetic on (point type, d, k, wgmma),
-// from the measurements its comment gives. nearest.cu applies it with the Context's memory of the last
-// re-check's share; the CPU tests check its edges.
+// gemm::nearest's choices that are plain arithmetic on the shape, from the measurements their comments
+// give: which way it reaches Math::exact (nearest.cu applies it with the Context's memory of the last
+// re-check's share), and how the point blocks share out the centre tiles. The CPU tests check their edges.
 #pragma once
 
 #include <skinny/gemm/nearest.hpp>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 
 namespace skinny::gemm::detail {
@@ -34,6 +36,39 @@ inline bool recheck_pays(const NearestArguments& a, bool wgmma) {
     return a.d >= 64 && a.k * a.d >= 8192 && (a.x_type == Element::f16 || a.d >= 256 || a.k >= 1024);
   if (a.k < 64 || a.k * a.d < 16384) return false;
   return wgmma ? a.d >= 48 || (a.d >= 32 && a.k * a.d >= 65536) : a.d >= 16;
+}
+
+/// Shares of the centre tiles per block of `block_rows` points (m points, `tiles` tiles of `tile_cols`
+/// centres, `sms` SMs of two resident blocks each). First, enough that the blocks fill two waves where the
+/// point blocks alone fill less. Second, where rows of row_bytes >= 4 KB would make the points of the
+/// blocks resident at once outgrow L2 (every block reads its points again for each centre tile; 1M x 4096
+/// half: 264 blocks of 1 MB, the reads went to memory at 300 TFLOPS against 451 at d = 512): enough that
+/// those points take at most kResidentPointBytes, if the tiles the shares read at once (centre_row_bytes a
+/// centre) take at most kResidentCentreBytes (three-part centres of 4096 16-bit values, 3 MB a tile,
+/// thrashed L2 with 16 shares: 1M x 4096, k = 8192, exact 432 -> 817 ms) and the keys (12 bytes a point a
+/// share) at most kSharedKeysBytes. H100, 512K x 4096 unless said, fast, ms per iteration without / with
+/// (bench/results/h100/2026-12-07_l2-shares): half k = 1024 12.8 / 9.6, k = 8192 108 / 79; float on its
+/// half copy 13.8 / 10.6, 110 / 81; 1M x 2048 half, k = 1024 11.9 / 9.0. Whole shares of equal tile
+/// counts: ceil(tiles / ceil(tiles / wanted)).
+constexpr std::int64_t kL2SharesMinRowBytes = 4096;
+constexpr std::int64_t kResidentPointBytes = std::int64_t(16) << 20;
+constexpr std::int64_t kResidentCentreBytes = std::int64_t(16) << 20;
+constexpr std::int64_t kSharedKeysBytes = std::int64_t(1) << 30;
+
+inline std::int64_t centre_shares(std::int64_t m, std::int64_t tiles, int sms, std::int64_t block_rows,
+                                  std::int64_t tile_cols, std::int64_t row_bytes, std::int64_t centre_row_bytes) {
+  const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  const auto whole = [&](std::int64_t wanted) { return ceil_div(tiles, ceil_div(tiles, wanted)); };
+  const std::int64_t blocks = ceil_div(m, block_rows);
+  std::int64_t wanted = ceil_div(4LL * sms, blocks);
+  if (row_bytes >= kL2SharesMinRowBytes) {
+    const std::int64_t resident_bytes = 2LL * sms * block_rows * row_bytes;
+    const std::int64_t by_memory = kSharedKeysBytes / (m * 12);
+    const std::int64_t l2 = std::clamp<std::int64_t>(ceil_div(resident_bytes, kResidentPointBytes), 1, std::max<std::int64_t>(1, std::min(by_memory, tiles)));
+    if (whole(l2) * tile_cols * centre_row_bytes <= kResidentCentreBytes) wanted = std::max(wanted, l2);
+  }
+  wanted = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, wanted), 65535, INT_MAX / blocks});
+  return whole(wanted);
 }
 
 }  // namespace skinny::gemm::detail

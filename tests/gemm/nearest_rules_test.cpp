@@ -46,5 +46,30 @@ TEST(NearestRules, SixteenBitPointsTakeTheRecheckFromSixtyFourDimensions) {
   }
 }
 
+/// centre_shares for the H100 (132 SMs), blocks of 128 points, tiles of 128 centres.
+std::int64_t shares(std::int64_t m, std::int64_t k, std::int64_t row_bytes, std::int64_t centre_row_bytes) {
+  return centre_shares(m, (k + 127) / 128, 132, 128, 128, row_bytes, centre_row_bytes);
+}
+
+TEST(NearestRules, FewPointsShareTheCentreTilesToFillTheGpu) {
+  EXPECT_EQ(1, shares(1 << 20, 8192, 512, 512)) << "8192 point blocks fill the GPU";
+  EXPECT_EQ(1, shares(1 << 20, 100, 0, 0)) << "one tile";
+  EXPECT_EQ(22, shares(3079, 8192, 0, 0)) << "25 blocks: 528 / 25 rounded up to whole shares of 64 tiles";
+  EXPECT_EQ(8, shares(1000, 1024, 0, 0)) << "at most one share per tile";
+}
+
+TEST(NearestRules, LongRowsShareTheTilesSoThatResidentPointsFitL2) {
+  // The measured shapes: 4096 16-bit values a row (one product), 2048 at k = 1024.
+  EXPECT_EQ(16, shares(1 << 19, 8192, 8192, 8192)) << "17 wanted, 16 whole shares of 4 tiles";
+  EXPECT_EQ(8, shares(1 << 19, 1024, 8192, 8192));
+  EXPECT_EQ(8, shares(1 << 20, 1024, 4096, 4096));
+  EXPECT_EQ(1, shares(1 << 20, 8192, 4095, 4095)) << "rows under 4 KB";
+  // Three-part exact centres (3 MB a tile): the shares' tiles would not fit.
+  EXPECT_EQ(1, shares(1 << 19, 8192, 8192, 3 * 8192));
+  EXPECT_EQ(1, shares(1 << 19, 1024, 8192, 3 * 8192));
+  // The keys, 12 bytes a point a share, stay under 1 GiB.
+  EXPECT_EQ(5, shares(std::int64_t(1) << 24, 8192, 8192, 8192));
+}
+
 }  // namespace
 }  // namespace skinny::gemm::detail
