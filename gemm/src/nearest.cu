@@ -3,8 +3,8 @@
 // are never stored.
 //
 //  * A block owns 128 points and walks over tiles of 128 centres (all of them, or a share when the
-//    points alone cannot fill the GPU or their rows are long: split_for). Per tile, 8 warps (4 along points x 2 along centres)
-//    each compute a 32 x 64 product:
+//    points alone cannot fill the GPU or their rows are long: split_for). Per tile, 8 warps (4 along
+//    points x 2 along centres) each compute a 32 x 64 product:
 //      - float points: mma.m16n8k8 in 3xTF32 (tensor_core.cuh), float accuracy (Math::exact), or in one
 //        TF32 product (Math::fast: a third of the tensor-core work, as TF32 GEMMs and flash-kmeans compute
 //        them: centres rounded to TF32, points truncated to it by the tensor cores);
@@ -1085,7 +1085,8 @@ struct Split {
   std::int64_t blocks_x = 0, shares = 0, tiles_per_share = 0;
 };
 
-Split split_for(std::int64_t m, std::int64_t k, int sms, std::int64_t row_bytes = 0, std::int64_t centre_row_bytes = 0) {
+Split split_for(std::int64_t m, std::int64_t k, int sms, std::int64_t row_bytes = 0,
+                std::int64_t centre_row_bytes = 0) {
   const char* off = std::getenv("SKINNY_NEAREST_L2_SHARES");
   if (off && std::string(off) == "0") row_bytes = 0;
   Split s;

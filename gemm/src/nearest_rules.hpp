@@ -64,7 +64,8 @@ inline std::int64_t centre_shares(std::int64_t m, std::int64_t tiles, int sms, s
   if (row_bytes >= kL2SharesMinRowBytes) {
     const std::int64_t resident_bytes = 2LL * sms * block_rows * row_bytes;
     const std::int64_t by_memory = kSharedKeysBytes / (m * 12);
-    const std::int64_t l2 = std::clamp<std::int64_t>(ceil_div(resident_bytes, kResidentPointBytes), 1, std::max<std::int64_t>(1, std::min(by_memory, tiles)));
+    const std::int64_t most = std::max<std::int64_t>(1, std::min(by_memory, tiles));
+    const std::int64_t l2 = std::clamp<std::int64_t>(ceil_div(resident_bytes, kResidentPointBytes), 1, most);
     if (whole(l2) * tile_cols * centre_row_bytes <= kResidentCentreBytes) wanted = std::max(wanted, l2);
   }
   wanted = std::min<std::int64_t>({tiles, std::max<std::int64_t>(1, wanted), 65535, INT_MAX / blocks});

@@ -229,13 +229,16 @@ TEST_F(KmeansGpu, FastMathFitsLikeExact) {
   DeviceBuffer<float> x(static_cast<std::size_t>(n * d));
   const Blobs<float> truth = make_blobs<float>(ctx, x.data(), n, d, k, 13);
   const std::string fast = "nearest (fast, half copy)";
-  EXPECT_EQ(fast, distance_method<float>(ctx, x.data(), n, d, 32, gemm::Algo::automatic, gemm::Math::fast));
-  EXPECT_NE(fast, distance_method<float>(ctx, x.data(), n, d, 31, gemm::Algo::automatic, gemm::Math::fast));
+  const auto fast_method = [&](std::int64_t rows, std::int64_t dims, int clusters) {
+    return distance_method<float>(ctx, x.data(), rows, dims, clusters, gemm::Algo::automatic, gemm::Math::fast);
+  };
+  EXPECT_EQ(fast, fast_method(n, d, 32));
+  EXPECT_NE(fast, fast_method(n, d, 31));
   const bool wgmma = gemm::nearest_uses_wgmma(ctx);
-  EXPECT_EQ(wgmma, fast == distance_method<float>(ctx, x.data(), 1000, 128, 3, gemm::Algo::automatic, gemm::Math::fast))
+  EXPECT_EQ(wgmma, fast == fast_method(1000, 128, 3))
       << "for any k where rows have 128 floats or more and the one pass does not take them, on wgmma";
-  EXPECT_EQ(wgmma, fast == distance_method<float>(ctx, x.data(), 1000, 513, 2, gemm::Algo::automatic, gemm::Math::fast));
-  EXPECT_EQ("few-clusters", distance_method<float>(ctx, x.data(), 10000, 128, 2, gemm::Algo::automatic, gemm::Math::fast))
+  EXPECT_EQ(wgmma, fast == fast_method(1000, 513, 2));
+  EXPECT_EQ("few-clusters", fast_method(10000, 128, 2))
       << "up to 2 clusters of 128 to 512 dimensions float reads X once";
   Params p;
   p.k = k;
