@@ -42,7 +42,7 @@ inline bool recheck_pays(const NearestArguments& a, bool wgmma) {
 /// centres, `sms` SMs of two resident blocks each). First, enough that the blocks fill two waves where the
 /// point blocks alone fill less. Second, where rows of row_bytes >= 4 KB would make the points of the
 /// blocks resident at once outgrow L2 (every block reads its points again for each centre tile; 1M x 4096
-/// half: 264 blocks of 1 MB, the reads went to memory at 300 TFLOPS against 451 at d = 512): enough that
+/// half: 264 blocks of 1 MB, the reads went to memory at 300 TFLOPS against 460 at d = 512): enough that
 /// those points take at most kResidentPointBytes, if the tiles the shares read at once (centre_row_bytes a
 /// centre) take at most kResidentCentreBytes (three-part centres of 4096 16-bit values, 3 MB a tile,
 /// thrashed L2 with 16 shares: 1M x 4096, k = 8192, exact 432 -> 817 ms) and the keys (12 bytes a point a
