@@ -220,8 +220,8 @@ struct Result {
   std::uint64_t seed = 0;             ///< the seed of the run returned (of n_init)
   bool column_copy = false;           ///< the distances read a column-major copy of X (Params::column_copy)
   /// X read once per iteration: the assignment also formed the update's sums (Hopper, automatic backend,
-  /// no weights, no protect; 128 <= d (a multiple of 4); k <= 8, float with d <= 512: where it measured
-  /// faster than two passes).
+  /// no weights, no protect; 128 <= d (a multiple of 4); k <= 2, float with d <= 512, 16-bit exact also
+  /// k <= 4 from d = 256, 16-bit fast below d = 1024: where it measured faster than two passes).
   /// Its time counts as distances; update is then the means.
   bool one_pass = false;
   PhaseTiming timing;
@@ -248,9 +248,9 @@ Result<compute_t<T>> fit(Context& ctx, const T* x, std::int64_t n, std::int64_t 
 /// How fit and predict compute the distances of this problem: "narrow rows" (Algo::automatic, d <= 4, any k;
 /// in fast mode d <= 3, or k <= 1024; not with Params::protect: on the FMA units, squared differences summed,
 /// or in fast mode from d = 3 ||c||^2 - 2 x.c),
-/// "few-clusters" (Algo::automatic, k <= 8 with
-/// d >= 128 for 16-bit data and 128 <= d <= 512 for float, on Hopper: dot products on the FMA units, X read once;
-/// a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
+/// "few-clusters" (Algo::automatic, on Hopper k <= 2 with d >= 128 for 16-bit data and 128 <= d <= 512 for
+/// float, 16-bit exact also k <= 4 from d = 256; without wgmma k <= 8: dot products on the FMA units, X read
+/// once; a fit without weights or protect then also forms the update's sums in that pass: Result::one_pass),
 /// "nearest" (gemm::nearest: the cross term on the tensor cores fused with the argmin, which
 /// Algo::automatic picks for many clusters; "nearest (fast)" in fast mode, "nearest (fast, half copy)"
 /// where it reads a half copy of float X: Params::math; deciding that reads X once on the GPU) or the
