@@ -110,6 +110,10 @@ constexpr int kMaxWarpsN = 2;  ///< the most warp columns of either layout (the 
 constexpr std::int64_t kTmaMinRowBytes = 32;
 constexpr std::int64_t kNarrowCpAsyncMaxK = 1024;
 
+/// Candidates a point may have in a collecting pass (kCollect): a point with more is re-checked by three
+/// products over all the centres.
+constexpr int kCandidateSlots = 16;
+
 /// Centre rows of a stage in the rings of few centres (k <= 32 or 64, TMA stages): the stage shrinks from 32
 /// KB (16-bit, or float with one product) to 20 or 24 KB, so five or four stages fit where three did, and
 /// each block keeps four or three stages of X in flight instead of two (H200, 262144 x 4096, k = 16, half:
@@ -178,6 +182,13 @@ struct Params {
   std::int64_t fault_row, fault_col;  ///< NearestArguments' fault injection
   int fault_bit;
   float* fault_values;
+  /// kCollect: per point, the largest value (||c^||^2 - 2 x.c^) a centre may have and still be the exact
+  /// argmin (collect_below); each such centre's index goes to the point's next slot of candidates
+  /// ([point][kCandidateSlots]), counted in candidate_counts (zeroed before; counts past the slots are kept,
+  /// the indices not).
+  const float* collect_below;
+  std::int32_t* candidates;
+  unsigned* candidate_counts;
   /// wgmma's TMA stages: the points (n x d, ldx) and the centre part (k x d, ldi) as TMA tensors of stage
   /// boxes.
   CUtensorMap x_map, c_map, c_lo_map;  ///< c_lo_map: exact, the centres' TF32 low halves
@@ -321,8 +332,10 @@ __device__ __forceinline__ void merge_best_two(float& b, int& j, float& s, float
 /// of ExactMethod::fast_then_recheck). kWgmma: Hopper's wgmma (sm_90a) instead of mma.sync (one product per
 /// term, or the three exact ones); kTma: its stages loaded by the TMA, else by cp.async (narrow rows,
 /// kTmaMinRowBytes; 16-bit exact products' 64-byte rows); kCentres: centre rows of a stage, fewer than BN for
-/// k <= kCentres (TMA stages).
-template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma, int kCentres = BN>
+/// k <= kCentres (TMA stages). kCollect: writes no results, but lists each point's centres whose value is
+/// at most its p.collect_below (the candidates of an exact re-check).
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kWgmma, bool kTma, int kCentres = BN,
+          bool kCollect = false>
 __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_constant__ Params p) {
   static_assert(kWgmma || !kTma, "the TMA feeds wgmma's stages");
   static_assert(kTma || kCentres == BN, "the rings of few centres have TMA stages");
@@ -430,6 +443,17 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
       best_j[mt][h] = INT_MAX;
       second_v[mt][h] = INFINITY;
     }
+  // kCollect: each row's bound on its candidates' values (-infinity past n: none).
+  float collect_below[MT][2];
+  if constexpr (kCollect) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::int64_t row = row0 + wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
+        collect_below[mt][h] = row < p.n ? p.collect_below[row] : -INFINITY;
+      }
+  }
   float acc[MT][NT][4];
   auto clear = [&] {
 #pragma unroll
@@ -713,6 +737,13 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
           for (int c = 0; c < 2; ++c) {
             const float term = acc[mt][nt][2 * h + c], d = fmaf(-2.f, term, cn[c]);
             if (kRowSums && cn[c] != INFINITY) lane_sum[mt][h] += term;
+            if constexpr (kCollect) {
+              if (d <= collect_below[mt][h]) {  // rare: a handful of a point's k centres
+                const std::int64_t row = row0 + wm * (BM / WARPS_M) + mt * 16 + gq + 8 * h;
+                const unsigned slot = atomicAdd(p.candidate_counts + row, 1u);
+                if (slot < kCandidateSlots) p.candidates[row * kCandidateSlots + slot] = colb + nt * 8 + c;
+              }
+            }
             // d wins: the old best is second; else d may be.
             if (kSecond) chain_s[mt][h][q] = fminf(chain_s[mt][h][q], fmaxf(d, chain_v[mt][h][q]));
             if (d < chain_v[mt][h][q]) {
@@ -773,7 +804,7 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
     }
   cp_async_wait<0>();
   __syncthreads();
-  for (int r = tid; r < BM; r += kThreads) {
+  for (int r = tid; r < BM && !kCollect; r += kThreads) {  // a collecting pass writes its candidates only
     if (row0 + r >= p.n) break;
     float bv = best_val[r * WARPS_N], sv = kSecond ? best_second[r * WARPS_N] : INFINITY;
     int bj = best_col[r * WARPS_N];
@@ -843,25 +874,50 @@ struct Certificate {
   /// Out, optional: per listed point, its key and second best (for recertify_kernel).
   unsigned long long* flagged_key = nullptr;
   float* flagged_second = nullptr;
+  /// Out, optional: per listed point, its collect_bound (for a collecting pass).
+  float* flagged_below = nullptr;
   /// Optional: per point, ||x^ - x|| rounded up (points multiplied as a half copy of float points), in
   /// place of the bound's u_x ||x||.
   const float* x_errors = nullptr;
 };
 
-/// Whether a point with squared norm x_sq, best and second best one-product values `best` and `second`
-/// (||c^||^2 - 2 x^.c^) certainly has the exact argmin's label (CertificateBound); x_error: ||x^ - x||
-/// rounded up, or negative for its bound u_x ||x||. NaNs certify nothing.
-__device__ bool certified(double x_sq, float best, float second, const Certificate& cert, double x_error = -1) {
+/// The certificate's terms for a point with squared norm x_sq and best one-product value `best`
+/// (||c^||^2 - 2 x^.c^): a centre with value v is certainly farther than the best when
+/// sqrt(max(x_sq + v + shift - e, 0)) - near > margin. x_error: ||x^ - x|| rounded up, or negative for its
+/// bound u_x ||x||.
+struct Reach {
+  double near, margin, shift, e;
+};
+__device__ Reach reach_of(double x_sq, float best, const Certificate& cert, double x_error) {
   const CertificateBound& b = cert.bound;
   const double x_norm = sqrt(fmax(x_sq, 0.0)), c_norm = __uint_as_float(cert.centre_bounds[0]);
   const double c_error = __uint_as_float(cert.centre_bounds[1]);
   const double c_rounded = c_norm * (1 + b.u_c) + b.lin * cert.sqrt_d;  // >= every ||c^||
   const double r = (x_error >= 0 ? x_error : b.u_x * x_norm) + c_error + b.lin * cert.sqrt_d;
-  const double e = 0x1p-22 * c_rounded * c_rounded + (2 * b.sums + 0x1p-21) * x_norm * c_rounded;
-  const double shift = (2 * b.u_x + 0x1p-20) * x_sq;
-  const double near = sqrt(fmax(x_sq + best + shift + e, 0.0));
-  const double far = sqrt(fmax(x_sq + static_cast<double>(second) + shift - e, 0.0));
-  return far - near > 2 * r * (1 + 0x1p-10) + 0x1p-100;
+  Reach q;
+  q.e = 0x1p-22 * c_rounded * c_rounded + (2 * b.sums + 0x1p-21) * x_norm * c_rounded;
+  q.shift = (2 * b.u_x + 0x1p-20) * x_sq;
+  q.near = sqrt(fmax(x_sq + best + q.shift + q.e, 0.0));
+  q.margin = 2 * r * (1 + 0x1p-10) + 0x1p-100;
+  return q;
+}
+
+/// Whether a point with squared norm x_sq, best and second best one-product values `best` and `second`
+/// certainly has the exact argmin's label (CertificateBound, Reach). NaNs certify nothing.
+__device__ bool certified(double x_sq, float best, float second, const Certificate& cert, double x_error = -1) {
+  const Reach q = reach_of(x_sq, best, cert, x_error);
+  const double far = sqrt(fmax(x_sq + static_cast<double>(second) + q.shift - q.e, 0.0));
+  return far - q.near > q.margin;
+}
+
+/// The largest one-product value a centre may have and still be the exact argmin of a point the
+/// certificate leaves (Reach turned around), rounded up with room to spare: a superset of the candidates
+/// costs only their exact products. NaN (no best) collects none.
+__device__ float collect_bound(double x_sq, float best, const Certificate& cert, double x_error = -1) {
+  const Reach q = reach_of(x_sq, best, cert, x_error);
+  const double reach = q.near + q.margin;
+  const double v = reach * reach - x_sq - q.shift + q.e;
+  return __double2float_ru(v + 0x1p-20 * (fabs(v) + x_sq));
 }
 
 /// Labels and distances from the keys of `shares` shares of the centre tiles ([share][m]): the least key,
@@ -905,6 +961,7 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, int s
             cert.flagged_key[slot] = key;
             cert.flagged_second[slot] = second;
           }
+          if (cert.flagged_below) cert.flagged_below[slot] = collect_bound(x_sq_norms[o], best, cert, x_error);
         }
       }
       if (flag) continue;
@@ -915,12 +972,14 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, int s
 
 /// Float points finish_kernel listed, certified again with their own ||x^ - x|| (about 0.4 of its bound
 /// u_x ||x|| on random data) instead of the bound: those certified get their results, the others are
-/// listed in `left` (*left_count, zero before) for the exact kernel. A warp takes 32 listed points, one
-/// after the other (its lanes along the row), and lists those left with one atomic.
+/// listed in `left` (*left_count, zero before) for the exact kernel, with their collect_bound in left_below
+/// (optional). A warp takes 32 listed points, one after the other (its lanes along the row), and lists those
+/// left with one atomic.
 __global__ void recertify_kernel(const float* __restrict__ x, std::int64_t ldx, std::int64_t d,
                                  const float* __restrict__ x_sq_norms, const Certificate cert,
                                  std::int32_t* __restrict__ labels, float* __restrict__ sq_distances,
-                                 std::int32_t* __restrict__ left, unsigned* __restrict__ left_count) {
+                                 std::int32_t* __restrict__ left, unsigned* __restrict__ left_count,
+                                 float* __restrict__ left_below) {
   const int lane = threadIdx.x & 31;
   const std::int64_t listed = *cert.flagged_count;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
@@ -940,21 +999,27 @@ __global__ void recertify_kernel(const float* __restrict__ x, std::int64_t ldx, 
     }
     const std::int64_t q = q0 + lane;
     bool left_over = false;
+    float below = NAN;
     if (q < listed) {
       const std::int32_t o = cert.flagged[q];
       const unsigned long long key = cert.flagged_key[q];
+      const float best = from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
       // The double sum of d squares is within d 2^-53 of theirs: 2^-20 more covers that.
-      const bool ok = key != ~0ull && certified(static_cast<double>(x_sq_norms[o]),
-                                                from_ordered_bits(static_cast<std::uint32_t>(key >> 32)),
-                                                cert.flagged_second[q], cert, __dsqrt_ru(mine) * (1 + 0x1p-20));
+      const double x_error = __dsqrt_ru(mine) * (1 + 0x1p-20);
+      const bool ok = key != ~0ull && certified(static_cast<double>(x_sq_norms[o]), best, cert.flagged_second[q], cert, x_error);
       if (ok) write_result(o, key, x_sq_norms, labels, sq_distances);
+      else if (left_below && key != ~0ull) below = collect_bound(static_cast<double>(x_sq_norms[o]), best, cert, x_error);
       left_over = !ok;
     }
     const unsigned lefts = __ballot_sync(0xffffffffu, left_over);
     unsigned base = 0;
     if (lane == 0 && lefts) base = atomicAdd(left_count, static_cast<unsigned>(__popc(lefts)));
     base = __shfl_sync(0xffffffffu, base, 0);
-    if (left_over) left[base + __popc(lefts & ((1u << lane) - 1))] = cert.flagged[q];
+    if (left_over) {
+      const unsigned slot = base + __popc(lefts & ((1u << lane) - 1));
+      left[slot] = cert.flagged[q];
+      if (left_below) left_below[slot] = below;
+    }
   }
 }
 
@@ -966,6 +1031,50 @@ __global__ void gather_rows_kernel(const uint4* __restrict__ x, std::int64_t ldx
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < m; i += warps) {
     const uint4* from = x + rows[i] * ldx_copies;
     for (std::int64_t q = lane; q < copies; q += 32) out[i * copies + q] = from[q];
+  }
+}
+
+template <class T>
+__device__ __forceinline__ double widened(T v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return from_16bit(v);
+}
+
+/// The exact re-check of points with few candidates (a collecting pass, kCollect): a warp per point
+/// rows[i], each candidate's x.c_j summed in double (every product exact, the sum far within float's
+/// accuracy), the label and distance of the least ||c_j||^2 - 2 x.c_j rounded to float (ties: the lowest
+/// j; the candidates' order does not matter). A point with no candidate (no best: NaN distances) or more
+/// than kCandidateSlots is listed in `left` (*left_count) for three products.
+template <class T>
+__global__ void candidates_kernel(const T* __restrict__ x, std::int64_t ldx, std::int64_t d, const float* __restrict__ c,
+                                  std::int64_t ldc, const float* __restrict__ c_sq_norms,
+                                  const float* __restrict__ x_sq_norms, const std::int32_t* __restrict__ rows,
+                                  std::int64_t m, const std::int32_t* __restrict__ candidates,
+                                  const unsigned* __restrict__ counts, std::int32_t* __restrict__ labels,
+                                  float* __restrict__ sq_distances, std::int32_t* __restrict__ left,
+                                  unsigned* __restrict__ left_count) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < m; i += warps) {
+    const unsigned count = counts[i];
+    const std::int64_t o = rows[i];
+    if (count == 0 || count > kCandidateSlots) {
+      if (lane == 0) left[atomicAdd(left_count, 1u)] = static_cast<std::int32_t>(o);
+      continue;
+    }
+    const T* xr = x + o * ldx;
+    unsigned long long best = ~0ull;
+    for (unsigned q = 0; q < count; ++q) {
+      const std::int32_t j = candidates[i * kCandidateSlots + q];
+      const float* cr = c + static_cast<std::int64_t>(j) * ldc;
+      double dot = 0;
+      for (std::int64_t p = lane; p < d; p += 32) dot = fma(widened(xr[p]), static_cast<double>(cr[p]), dot);
+      for (int off = 16; off > 0; off >>= 1) dot += __shfl_down_sync(0xffffffffu, dot, off);
+      const float v = static_cast<float>(static_cast<double>(c_sq_norms[j]) - 2 * dot);  // lane 0's is the sum
+      const unsigned long long key = (static_cast<unsigned long long>(ordered_bits(v)) << 32) | static_cast<std::uint32_t>(j);
+      best = key < best ? key : best;
+    }
+    if (lane == 0) write_result(o, best, x_sq_norms, labels, sq_distances);
   }
 }
 
@@ -1169,19 +1278,28 @@ CUtensorMap stage_map(const void* base, std::int64_t d, std::int64_t rows, std::
   return map;
 }
 
+/// A collecting pass's per-point bounds and outputs (Params::collect_below, candidates, candidate_counts).
+struct Collect {
+  const float* below = nullptr;
+  std::int32_t* candidates = nullptr;
+  unsigned* counts = nullptr;
+};
+
 /// The fused kernel on m points x (leading dimension ldx) against the prepared centres; keys (and with
 /// kSecond, second) get split.shares x m values, row_sums (kRowSums, zeroed) m sums. The fault comes from a.
-/// One product per term takes wgmma where nearest_uses_wgmma says so.
-template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond>
+/// One product per term takes wgmma where nearest_uses_wgmma says so. kCollect: a collecting pass (one
+/// product per term on the TMA's wide ring only: collects()) writes `collect`'s outputs, no keys.
+template <class T, bool kExact, bool kRowSums, bool kFault, bool kSecond, bool kCollect = false>
 void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::int64_t ldx, std::int64_t m,
                    const CentreParts<T>& c, const float* cn, const Split& split, unsigned long long* keys,
-                   float* second, double* row_sums = nullptr, bool direct = false) {
+                   float* second, double* row_sums = nullptr, bool direct = false, const Collect& collect = {}) {
+  static_assert(!kCollect || (!kExact && !kRowSums && !kFault && !kSecond), "a collecting pass takes one product");
   using R = Ring<T, kExact>;
   Params p{x, ldx, m, a.d, c.parts, c.part_stride, c.unscale, c.ldi, a.k, cn, keys, second,
            direct ? a.labels : nullptr, direct ? a.sq_distances : nullptr, a.x_sq_norms,
            static_cast<int>(split.tiles_per_share), static_cast<int>(split.shares), kRowSums ? row_sums : nullptr,
            kFault ? a.fault_row : -1,
-           a.fault_col, a.fault_bit, a.fault_values};
+           a.fault_col, a.fault_bit, a.fault_values, collect.below, collect.candidates, collect.counts};
   // wgmma takes one product per term, and the three exact ones unless row sums are asked for: they sum by
   // truncation over all of d, a bias the protection's per-point check of exact terms does not model
   // (kmeans/src/protect.hpp). 16-bit exact products (64-byte ring rows) come by cp.async stages. The TMA's
@@ -1205,12 +1323,16 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
   }
   using Few = Ring<T, kExact, kFew>;
   using Some = Ring<T, kExact, kSome>;
-  const auto kernel =
+  auto kernel =
       centre_rows == kFewCentres    ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, kFew>
       : centre_rows == kSomeCentres ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, kSome>
       : tma                         ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing>
       : wgmma                       ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, false>
                                     : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
+  if constexpr (kCollect) {
+    if (!tma || centre_rows != BN) throw std::logic_error("gemm::nearest: a collecting pass runs on the TMA's wide ring");
+    kernel = nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, BN, true>;
+  }
   const std::size_t smem = centre_rows == kFewCentres    ? Few::smem_wgmma
                            : centre_rows == kSomeCentres ? Some::smem_wgmma
                            : wgmma                       ? R::smem_wgmma
@@ -1253,13 +1375,15 @@ void finish(Context& ctx, const unsigned long long* keys, std::int64_t shares, s
 /// 3.41-3.42, k = 128 0.64-0.65 / 0.59-0.61; the app's blobs (d = 128) k = 1024 1.67-1.71 / 1.73-1.76.
 constexpr std::int64_t kRecertifyMinClusters = 1024;
 
-/// Points re-checked per launch of the exact kernel (the gathered rows' buffer).
+/// Points re-checked per launch of the exact kernel or a collecting pass (the gathered rows' buffer).
 constexpr std::int64_t kRecheckBatch = 1 << 16;
 
 /// Above this share of re-checked points, one product plus the re-check costs more than three products
 /// (H100: one product takes 0.48-0.55 of three's time, and the gathered points run a little less
 /// efficiently). On tight clusters far apart, under Lloyd from random starts, the share reaches 0.5-0.8
-/// at d = 128 (bench/results/h100/2026-11-27_exact-recheck).
+/// at d = 128 (bench/results/h100/2026-11-27_exact-recheck). Compared with Context::NearestRecheck's
+/// cost_share, where a point settled by its candidates counts as a third (16-bit products) or a half (TF32)
+/// of a point run with three products.
 constexpr double kRecheckShareMax = 0.35;
 /// After giving up on a shape, automatic tries the re-check again every this many calls: Lloyd's first
 /// iterations from random starts leave the most points uncertified, and the share falls as it settles
@@ -1280,10 +1404,10 @@ bool rechecks(Context& ctx, const NearestArguments& a) {
   Context::NearestRecheck& seen = ctx.nearest_recheck();
   const int type = static_cast<int>(a.x_type);
   if (seen.n != a.n || seen.d != a.d || seen.k != a.k || seen.x_type != type) {
-    seen = Context::NearestRecheck{a.n, a.d, a.k, type, 0.0, 0};
+    seen = Context::NearestRecheck{a.n, a.d, a.k, type, 0.0, 0.0, 0.0, 0};
     return true;
   }
-  if (seen.rechecked_share <= kRecheckShareMax || seen.calls_since_tried + 1 >= kRecheckRetryCalls) return true;
+  if (seen.cost_share <= kRecheckShareMax || seen.calls_since_tried + 1 >= kRecheckRetryCalls) return true;
   ++seen.calls_since_tried;
   return false;
 }
@@ -1313,10 +1437,24 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
   if (a.row_sums_one_product) *a.row_sums_one_product = !kExact;
 }
 
+/// Whether the points the certificate leaves are re-checked on their candidates first (a collecting pass of
+/// one product per term, then candidates_kernel), three products only for those with too many: where the
+/// first pass's points (first_row_bytes a row) take the TMA's wide ring (Hopper, k > kSomeCentres, rows
+/// the TMA copies) and no row sums are asked for (their re-check adds every term). A re-checked point then
+/// costs about one product per term instead of three. SKINNY_NEAREST_CANDIDATES=0 turns it off (for
+/// comparisons).
+bool collects(Context& ctx, const NearestArguments& a, std::int64_t first_row_bytes) {
+  if (const char* off = std::getenv("SKINNY_NEAREST_CANDIDATES"); off && std::string(off) == "0") return false;
+  const bool narrow = first_row_bytes < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
+  return !a.row_sums && nearest_uses_wgmma(ctx) && a.k > kSomeCentres && a.k <= INT_MAX - BN && !narrow;
+}
+
 /// Math::exact by ExactMethod::fast_then_recheck: the one-product kernel with each point's second best, a
-/// certificate per point (finish_kernel), and the exact kernel on the points it leaves, gathered in batches.
-/// Waits for the stream once, for the number of those points. With row_sums: the first pass adds its
-/// one-product terms (and takes the fault), the re-check the float-accurate terms of the points it lists.
+/// certificate per point (finish_kernel), and for the points it leaves either (collects) a collecting pass
+/// and the exact products of their candidates, or the exact kernel, gathered in batches; the exact kernel
+/// also takes the points with too many candidates. Waits for the stream once for the number of points left,
+/// and once more after a collecting pass. With row_sums: the first pass adds its one-product terms (and
+/// takes the fault), the re-check the float-accurate terms of the points it lists.
 /// F: the first pass's points, T's own or (float points, F = __half) their half copy a.x_half, certified
 /// with each point's own distance to it.
 template <class T, class F = T>
@@ -1329,6 +1467,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   const Split split = split_for(a.n, a.k, sms, first_row_bytes, first_row_bytes);
   const std::int64_t batch = std::min(a.n, kRecheckBatch);
   const std::int64_t row_copies = ceil_div(a.d * static_cast<std::int64_t>(sizeof(T)), 16);
+  const bool collect = collects(ctx, a, first_row_bytes);
   struct Scratch {
     unsigned long long* keys;
     float* second;
@@ -1338,7 +1477,11 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     std::int32_t* listed;  ///< float: the points finish_kernel lists, recertify_kernel takes
     unsigned long long* listed_key;
     float* listed_second;
-    unsigned* counters;  ///< [0] points to re-check, [1] [2] the centres' bounds (float bits), [3] listed
+    float* below;  ///< collect: per flagged point, its collect_bound
+    std::int32_t* left;  ///< collect: the points left to three products
+    std::int32_t* candidates;
+    unsigned* candidate_counts;
+    unsigned* counters;  ///< [0] points to re-check, [1] [2] the centres' bounds (float bits), [3] listed, [4] left
     uint4* batch_rows;
     unsigned long long* batch_keys;
   };
@@ -1354,7 +1497,11 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     s.listed = recertify ? scratch.take<std::int32_t>(a.n) : nullptr;
     s.listed_key = recertify ? scratch.take<unsigned long long>(a.n) : nullptr;
     s.listed_second = recertify ? scratch.take<float>(a.n) : nullptr;
-    s.counters = scratch.take<unsigned>(4);
+    s.below = collect ? scratch.take<float>(a.n) : nullptr;
+    s.left = collect ? scratch.take<std::int32_t>(a.n) : nullptr;
+    s.candidates = collect ? scratch.take<std::int32_t>(batch * kCandidateSlots) : nullptr;
+    s.candidate_counts = collect ? scratch.take<unsigned>(batch) : nullptr;
+    s.counters = scratch.take<unsigned>(5);
     s.batch_rows = scratch.take<uint4>(batch * row_copies);
     // A batch of m points keeps split_for(m).shares x m keys <= (4 sms + blocks of m) x BM.
     s.batch_keys = scratch.take<unsigned long long>((4LL * sms + ceil_div(batch, BM)) * BM);
@@ -1363,7 +1510,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   const Scratch s = carve_workspace(ctx, layout);
   const cudaStream_t stream = ctx.stream();
 
-  SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 4 * sizeof(unsigned), stream));
+  SKINNY_CUDA_TRY(cudaMemsetAsync(s.counters, 0, 5 * sizeof(unsigned), stream));
   prepare_parts<F, false>(ctx, a, s.fast, s.counters + 1);
   // The first pass's points and norms: a half copy's distances are those of the points it holds.
   NearestArguments first = a;
@@ -1372,8 +1519,9 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     first.ldx = a.ldx_half;
     first.x_sq_norms = a.x_half_sq_norms;
   }
-  launch_with_outputs<F, false, true>(ctx, first, first.x, first.ldx ? first.ldx : a.d, a.n, s.fast,
-                                      s.fast.rounded_sq_norms, split, s.keys, s.second, a.row_sums, a.fault_row >= 0);
+  const std::int64_t first_ldx = first.ldx ? first.ldx : a.d;
+  launch_with_outputs<F, false, true>(ctx, first, first.x, first_ldx, a.n, s.fast, s.fast.rounded_sq_norms, split,
+                                      s.keys, s.second, a.row_sums, a.fault_row >= 0);
   if (a.row_sums_one_product) *a.row_sums_one_product = true;
   Certificate cert;
   cert.second = s.second;
@@ -1387,27 +1535,63 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   cert.flagged_count = s.listed ? s.counters + 3 : s.counters;
   cert.flagged_key = s.listed_key;
   cert.flagged_second = s.listed_second;
+  cert.flagged_below = s.listed ? nullptr : s.below;
   finish(ctx, s.keys, split.shares, a.n, nullptr, first, cert);
   if (s.listed) {
-    recertify_kernel<<<static_cast<unsigned>(4 * sms), 256, 0, stream>>>(
-        static_cast<const float*>(a.x), ldx, a.d, a.x_sq_norms, cert, a.labels, a.sq_distances, s.flagged, s.counters);
+    recertify_kernel<<<static_cast<unsigned>(4 * sms), 256, 0, stream>>>(static_cast<const float*>(a.x), ldx, a.d,
+                                                                        a.x_sq_norms, cert, a.labels, a.sq_distances,
+                                                                        s.flagged, s.counters, s.below);
     SKINNY_CHECK_LAUNCH();
   }
 
   unsigned flagged = 0;
   SKINNY_CUDA_TRY(cudaMemcpyAsync(&flagged, s.counters, sizeof flagged, cudaMemcpyDeviceToHost, stream));
   SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
-  ctx.nearest_recheck() = Context::NearestRecheck{a.n, a.d, a.k, static_cast<int>(a.x_type),
-                                                  static_cast<double>(flagged) / static_cast<double>(a.n), 0};
-  if (a.rechecked_count) *a.rechecked_count = flagged;
-  if (flagged == 0) return;
+  // The points for three products: those flagged, or those a collecting pass could not settle.
+  const std::int32_t* rows = s.flagged;
+  unsigned left = flagged;
+  if (collect && flagged > 0) {
+    const std::int64_t first_copies = ceil_div(first_row_bytes, 16);
+    for (std::int64_t b0 = 0; b0 < flagged; b0 += batch) {
+      const std::int64_t m = std::min<std::int64_t>(batch, flagged - b0);
+      const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(m, 8), 8LL * sms));
+      gather_rows_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(first.x),
+                                                     first_ldx * static_cast<std::int64_t>(sizeof(F)) / 16,
+                                                     s.flagged + b0, m, first_copies, s.batch_rows);
+      SKINNY_CHECK_LAUNCH();
+      SKINNY_CUDA_TRY(cudaMemsetAsync(s.candidate_counts, 0, static_cast<std::size_t>(m) * sizeof(unsigned), stream));
+      const std::int64_t batch_ld = first_copies * 16 / static_cast<std::int64_t>(sizeof(F));
+      launch_kernel<F, false, false, false, false, true>(
+          ctx, first, s.batch_rows, batch_ld, m, s.fast, s.fast.rounded_sq_norms,
+          split_for(m, a.k, sms, first_row_bytes, first_row_bytes), nullptr, nullptr, nullptr, false,
+          Collect{s.below + b0, s.candidates, s.candidate_counts});
+      candidates_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<const T*>(a.x), ldx, a.d, a.c, a.ldc ? a.ldc : a.d,
+                                                       a.c_sq_norms, a.x_sq_norms, s.flagged + b0, m, s.candidates,
+                                                       s.candidate_counts, a.labels, a.sq_distances, s.left,
+                                                       s.counters + 4);
+      SKINNY_CHECK_LAUNCH();
+    }
+    SKINNY_CUDA_TRY(cudaMemcpyAsync(&left, s.counters + 4, sizeof left, cudaMemcpyDeviceToHost, stream));
+    SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
+    rows = s.left;
+  }
+  // What the re-check cost, as a share of points run again with three products: a collecting pass's one
+  // product per term counts as a third (16-bit and half-copy first passes) or half (TF32) of that.
+  const double one_product = std::is_same_v<F, float> ? 0.5 : 1.0 / 3;
+  const double rechecked = static_cast<double>(left) / static_cast<double>(a.n);
+  const double by_candidates = collect ? static_cast<double>(flagged - left) / static_cast<double>(a.n) : 0.0;
+  const double collected = collect ? static_cast<double>(flagged) / static_cast<double>(a.n) : 0.0;
+  ctx.nearest_recheck() = Context::NearestRecheck{a.n,        a.d,           a.k, static_cast<int>(a.x_type),
+                                                  rechecked, by_candidates, rechecked + one_product * collected, 0};
+  if (a.rechecked_count) *a.rechecked_count = left;
+  if (left == 0) return;
   prepare_parts<T, true>(ctx, a, s.exact, nullptr);
-  for (std::int64_t b0 = 0; b0 < flagged; b0 += batch) {
-    const std::int64_t m = std::min<std::int64_t>(batch, flagged - b0);
+  for (std::int64_t b0 = 0; b0 < left; b0 += batch) {
+    const std::int64_t m = std::min<std::int64_t>(batch, left - b0);
     const unsigned gather_blocks = static_cast<unsigned>(std::min<std::int64_t>(ceil_div(m, 8), 8LL * sms));
     gather_rows_kernel<<<gather_blocks, 256, 0, stream>>>(static_cast<const uint4*>(a.x),
                                                           ldx * static_cast<std::int64_t>(sizeof(T)) / 16,
-                                                          s.flagged + b0, m, row_copies, s.batch_rows);
+                                                          rows + b0, m, row_copies, s.batch_rows);
     SKINNY_CHECK_LAUNCH();
     const Split batch_split = split_for(m, a.k, sms);
     const std::int64_t batch_ld = row_copies * 16 / static_cast<std::int64_t>(sizeof(T));
@@ -1415,7 +1599,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     launch_with_outputs<T, true, false>(ctx, a, s.batch_rows, batch_ld, m, s.exact, a.c_sq_norms, batch_split,
                                         s.batch_keys, nullptr,
                                         a.rechecked_row_sums ? a.rechecked_row_sums + b0 : nullptr, false);
-    finish(ctx, s.batch_keys, batch_split.shares, m, s.flagged + b0, a);
+    finish(ctx, s.batch_keys, batch_split.shares, m, rows + b0, a);
   }
 }
 

@@ -308,18 +308,97 @@ TEST_F(Nearest, SixteenBitExactEqualsFloatOnTheSameValues) {
 }
 
 /// fast_then_recheck on points whose nearest centre has an identical twin: no such point can be certified
-/// (its best two distances are equal), so nearly all go through the exact kernel, in two batches; the
-/// labels are those of three products (the lower twin), equal to an exact argmin.
+/// (its best two distances are equal), so nearly all are re-checked, in two batches; the labels are those
+/// of three products (the lower twin), equal to an exact argmin. On Hopper the twins are the points'
+/// candidates (their cross terms summed in double: distances within float's bound of three products');
+/// with the candidates off (SKINNY_NEAREST_CANDIDATES=0), and elsewhere, the exact kernel runs them again:
+/// the same distances to the bit.
 TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
   const std::int64_t n = 70001, half_k = 40, k = 2 * half_k, d = 19, ld = 20;
   std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(half_k * ld), 52);
   c.insert(c.end(), c.begin(), c.end());  // centre j + 40 is centre j
   const auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ld), 51);
+  Context& ctx = testing::shared_context();
   const Outputs three = run(x, c, n, k, d, ld, ld, Math::exact, ExactMethod::three_products);
-  const Outputs rechecked = run(x, c, n, k, d, ld, ld, Math::exact, ExactMethod::fast_then_recheck);
-  EXPECT_EQ(three.labels, rechecked.labels);
-  EXPECT_EQ(0, std::memcmp(three.dist.data(), rechecked.dist.data(), three.dist.size() * sizeof(float)));
-  for (const std::int32_t label : rechecked.labels) ASSERT_LT(label, half_k);
+  const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, ld);
+  const double max_cn = *std::max_element(cn.begin(), cn.end());
+  for (const bool candidates : {true, false}) {
+    if (!candidates) ASSERT_EQ(0, setenv("SKINNY_NEAREST_CANDIDATES", "0", 1));
+    ctx.nearest_recheck() = {};
+    const Outputs rechecked = run(x, c, n, k, d, ld, ld, Math::exact, ExactMethod::fast_then_recheck);
+    const Context::NearestRecheck seen = ctx.nearest_recheck();
+    if (!candidates) ASSERT_EQ(0, unsetenv("SKINNY_NEAREST_CANDIDATES"));
+    const bool by_candidates = candidates && nearest_uses_wgmma(ctx);
+    EXPECT_EQ(three.labels, rechecked.labels) << "candidates " << by_candidates;
+    for (const std::int32_t label : rechecked.labels) ASSERT_LT(label, half_k);
+    EXPECT_GT(seen.rechecked_share + seen.candidates_share, 0.99);
+    if (by_candidates) {
+      EXPECT_GT(seen.candidates_share, 0.99) << "twins are two candidates";
+      for (std::int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(three.dist[i], rechecked.dist[i], 64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn))
+            << "point " << i;
+    } else {
+      EXPECT_EQ(0, std::memcmp(three.dist.data(), rechecked.dist.data(), three.dist.size() * sizeof(float)));
+    }
+  }
+  ctx.nearest_recheck() = {};
+}
+
+/// The candidates of a collecting pass (Hopper): centres in groups of near twins, apart by far less than
+/// the one-product bound and far more than float's round-off, so that nearly every point is left by the
+/// certificate with its group as candidates. Groups of 4 are settled by their candidates, groups of 20
+/// (more than the 16 slots) go to three products; either way every label is the exact (double) argmin,
+/// for float, half and bfloat16 points.
+template <class P>
+void groups_of_near_twins(std::int64_t group) {
+  Context& ctx = testing::shared_context();
+  if (!nearest_uses_wgmma(ctx)) GTEST_SKIP() << "collecting passes run on Hopper's wgmma kernels";
+  const std::int64_t n = 5000, d = 64, bases = 260 / group, k = bases * group;
+  const std::vector<float> base = testing::random_nonzero<float>(static_cast<std::size_t>(bases * d), 91);
+  const std::vector<float> jitter = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 92);
+  std::vector<float> c(static_cast<std::size_t>(k * d));
+  for (std::int64_t j = 0; j < k; ++j)
+    for (std::int64_t p = 0; p < d; ++p) c[j * d + p] = base[(j / group) * d + p] + 1e-3f * jitter[j * d + p];
+  const std::vector<P> points = rounded_to<P>(testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 93));
+  const std::vector<float> x = widened(points);
+  ctx.nearest_recheck() = {};
+  const Outputs got = run(points, c, n, k, d, d, d, Math::exact, ExactMethod::fast_then_recheck);
+  const Context::NearestRecheck seen = ctx.nearest_recheck();
+  const char* type = std::is_same_v<P, float> ? "float" : std::is_same_v<P, __half> ? "half" : "bf16";
+  const std::string where = std::string(type) + ", groups of " + std::to_string(group);
+  EXPECT_GT(seen.rechecked_share + seen.candidates_share, 0.5) << where << ": the groups should leave most points";
+  if (group <= 16) EXPECT_EQ(seen.rechecked_share, 0.0) << where << ": a point's candidates are its group";
+  else EXPECT_GT(seen.rechecked_share, 0.25) << where << ": most groups of 20 lie within reach";
+  const auto xn = sq_norms(x, n, d, d), cn = sq_norms(c, k, d, d);
+  const double max_cn = *std::max_element(cn.begin(), cn.end());
+  std::int64_t clear = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    double best = std::numeric_limits<double>::infinity(), second = best;
+    std::int64_t best_j = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < d; ++p) s += (double(x[i * d + p]) - double(c[j * d + p])) * (double(x[i * d + p]) - double(c[j * d + p]));
+      if (s < best) second = best, best = s, best_j = j;
+      else if (s < second) second = s;
+    }
+    if (second - best <= 1e-5 * best) continue;  // a tie within float's round-off may go either way
+    ++clear;
+    ASSERT_EQ(best_j, got.labels[i]) << where << " point " << i;
+    // Certified points keep their one-product distance.
+    ASSERT_NEAR(best, got.dist[i], fast_relative_bound<P>() * (xn[i] + max_cn)) << where << " point " << i;
+  }
+  EXPECT_GT(clear, n * 9 / 10) << where;
+  std::printf("groups of near twins, %s: %.1f %% settled by candidates, %.1f %% by three products\n", where.c_str(),
+              100 * seen.candidates_share, 100 * seen.rechecked_share);
+  ctx.nearest_recheck() = {};
+}
+
+TEST_F(Nearest, CandidatesSettleNearTiesAndLeaveCrowdsToThreeProducts) {
+  for (const std::int64_t group : {4, 20}) {
+    groups_of_near_twins<float>(group);
+    groups_of_near_twins<__half>(group);
+    groups_of_near_twins<__nv_bfloat16>(group);
+  }
 }
 
 /// fast_then_recheck with many clusters certifies again, with each float point's own distance from its
@@ -336,7 +415,7 @@ TEST_F(Nearest, RecheckCertifiesWithEachPointsOwnRounding) {
   ctx.nearest_recheck() = {};
   const Outputs rechecked = run(x, c, n, k, d, d, d, Math::exact, ExactMethod::fast_then_recheck);
   ASSERT_EQ(ctx.nearest_recheck().n, n);
-  EXPECT_LE(ctx.nearest_recheck().rechecked_share, 0.002);
+  EXPECT_LE(ctx.nearest_recheck().rechecked_share + ctx.nearest_recheck().candidates_share, 0.002);
   EXPECT_EQ(run(x, c, n, k, d, d, d, Math::exact, ExactMethod::three_products).labels, rechecked.labels);
   ctx.nearest_recheck() = {};
 }
@@ -409,7 +488,7 @@ TEST_F(Nearest, ExactOnAHalfCopyGivesTheLabelsOfThreeProducts) {
     };
     const Outputs got = on_copy(half_copy_of(x, n, d, ld));
     EXPECT_EQ(want.labels, got.labels) << where;
-    const double share = ctx.nearest_recheck().rechecked_share;
+    const double share = ctx.nearest_recheck().rechecked_share + ctx.nearest_recheck().candidates_share;
     EXPECT_LT(share, 0.5) << where << ": the copy's first pass certified too few points";
     const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, d);
     const double max_cn = *std::max_element(cn.begin(), cn.end());
@@ -436,7 +515,8 @@ TEST_F(Nearest, AutomaticLeavesTheRecheckWhereItLeavesMostPointsUncertified) {
     EXPECT_EQ(want.labels, run(x, c, n, k, d, d, d).labels) << "call " << call;
     const Context::NearestRecheck& seen = ctx.nearest_recheck();
     ASSERT_EQ(seen.n, n);
-    EXPECT_EQ(seen.rechecked_share, 1.0);
+    EXPECT_EQ(seen.rechecked_share + seen.candidates_share, 1.0);
+    EXPECT_GT(seen.cost_share, 0.35) << "twins settled by candidates still cost half of three products";
     // Tried on calls 1, 5 and 9, three products on the three calls between.
     EXPECT_EQ(seen.calls_since_tried, (call - 1) % 4) << "call " << call;
   }

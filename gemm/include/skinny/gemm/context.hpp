@@ -40,14 +40,16 @@ class Context {
   /// tsm2_tuning().key(), kept so that a launch, which looks its plan up by it, does not rebuild it.
   const std::string& tsm2_tuning_key() const noexcept { return tsm2_tuning_key_; }
 
-  /// What gemm::nearest's exact mode saw on the last shape it ran through this Context: the share of points
-  /// its certificate left to re-check, and the calls since it last tried. ExactMethod::automatic goes back
-  /// to three products while that share is too large for the re-check to pay (data in tight clusters
-  /// far apart, with centres split among them), and tries again every 4 calls.
+  /// What gemm::nearest's exact mode saw on the last shape it ran through this Context: the shares of points
+  /// its certificate left that were run again with three products and that were settled by their
+  /// candidates (a collecting pass, on Hopper), what that cost (cost_share: the first share, plus a third of
+  /// the second for 16-bit first passes or a half for TF32 ones), and the calls since it last tried.
+  /// ExactMethod::automatic goes back to three products while that cost is too large for the re-check to
+  /// pay (data in tight clusters far apart, with centres split among them), and tries again every 4 calls.
   struct NearestRecheck {
     std::int64_t n = 0, d = 0, k = 0;
     int x_type = -1;
-    double rechecked_share = 0;
+    double rechecked_share = 0, candidates_share = 0, cost_share = 0;
     int calls_since_tried = 0;
   };
   NearestRecheck& nearest_recheck() noexcept { return nearest_recheck_; }

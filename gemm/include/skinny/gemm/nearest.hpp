@@ -33,14 +33,17 @@ enum class Element { f32, f16, bf16 };
 ///    more than twice a bound on the one-product error (from ||x||, the centres' own rounding, d and the
 ///    arithmetic; for float points left by it, again from the point's own distance to its TF32 value),
 ///    the label is the exact argmin's; the other points (near ties: 4-10 % of blob data under Lloyd,
-///    most points where several centres share a tight cluster) are run again with three products.
-///    nearest() then waits for its stream once.
+///    most points where several centres share a tight cluster) are run again. On Hopper (more than 64
+///    centres, no row_sums) a second one-product pass over them lists each one's candidates, the centres
+///    the same bound leaves within reach of its best, and their cross terms are summed in double: a point
+///    with up to 16 candidates costs about one product per term, not three. Points with more go through
+///    three products over all the centres. nearest() then waits for its stream once or twice.
 ///  - automatic: fast_then_recheck where the products dominate (float points: k >= 64, k d >= 16384 and
 ///    d >= 16, on wgmma d >= 48 or d >= 32 with k d >= 65536; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
 ///    three_products elsewhere and where row_sums are asked for without the re-check's outputs
 ///    (NearestArguments::rechecked_rows). When the last try on the same shape
-///    (through the same Context) left more than 35 % of the points to re-check, three_products, with a
-///    new try every 4 calls (Context::nearest_recheck).
+///    (through the same Context) cost more than re-checking 35 % of the points with three products
+///    (Context::NearestRecheck::cost_share), three_products, with a new try every 4 calls.
 enum class ExactMethod { automatic, three_products, fast_then_recheck };
 
 struct NearestArguments {
