@@ -65,6 +65,7 @@
 //    (NearestArguments::x_half) take the first pass on the copy, 16-bit products certified with each
 //    point's own ||x^ - x||, and the re-check on the points themselves.
 #include "kernels/common.cuh"
+#include "nearest_certificate.hpp"
 #include "nearest_rules.hpp"
 #include "tensor_core.cuh"
 #include "wgmma.cuh"
@@ -832,35 +833,6 @@ __global__ void __launch_bounds__(kThreads, 2) nearest_kernel(const __grid_const
   }
 }
 
-/// The one-product kernel's distance to centre j, with ||x||^2 added, is V_j = ||x^ - c^_j||^2 + s + e_j:
-/// the exact distance between the point and centre as the tensor cores take them (x^: float points
-/// truncated to TF32 or their half copy, 16-bit points as they are; c^: centres rounded to TF32, half or
-/// bfloat16), shifted by
-/// s = ||x||^2 - ||x^||^2 (the same for every centre) and off by e_j (float sums). Per point:
-///  - r  >= ||x^ - x|| + ||c^_j - c||: u_x ||x|| (or, re-certifying float points, ||x^ - x|| itself) + the
-///    largest ||c^_j - c_j|| (centre_parts_kernel) + lin sqrt(d), lin a slack for subnormal elements
-///    (half's: 2^-25 each);
-///  - E  >= |e_j|: the tensor cores' truncating float sums ((d + 16) 2^-23 sum |x^_i c^_i| <= .. ||x|| M^,
-///    Cauchy-Schwarz), ||c^||^2's rounding and the epilogue's FMA;
-///  - S  >= |s|: 2 u_x ||x||^2 and the given norm's rounding.
-/// By the triangle inequality ||x - c_j|| lies within r of sqrt(V_j - s -+ E); since sqrt(V2 - t) -
-/// sqrt(V1 - t) grows with t for V2 > V1, the best centre is the exact argmin when sqrt(V2 + S - E) -
-/// sqrt(V1 + S + E) > 2 r for the smallest two values V1 < V2. The margin is a difference of distances,
-/// not of squared norms: points far from the origin keep it.
-struct CertificateBound {
-  double u_x = 0, u_c = 0, lin = 0, sums = 0;
-};
-
-template <class T>
-CertificateBound certificate_bound(std::int64_t d) {
-  CertificateBound bound;
-  bound.u_x = std::is_same_v<T, float> ? 0x1p-10 : 0.0;
-  bound.u_c = std::is_same_v<T, __nv_bfloat16> ? 0x1p-8 : 0x1p-11;
-  bound.lin = std::is_same_v<T, __half> ? 0x1p-25 : 0x1p-120;
-  bound.sums = static_cast<double>(d + 16) * 0x1p-23;
-  return bound;
-}
-
 /// What finish_kernel needs to certify one-product labels (ExactMethod::fast_then_recheck); second null:
 /// no certificate.
 struct Certificate {
@@ -881,43 +853,9 @@ struct Certificate {
   const float* x_errors = nullptr;
 };
 
-/// The certificate's terms for a point with squared norm x_sq and best one-product value `best`
-/// (||c^||^2 - 2 x^.c^): a centre with value v is certainly farther than the best when
-/// sqrt(max(x_sq + v + shift - e, 0)) - near > margin. x_error: ||x^ - x|| rounded up, or negative for its
-/// bound u_x ||x||.
-struct Reach {
-  double near, margin, shift, e;
-};
-__device__ Reach reach_of(double x_sq, float best, const Certificate& cert, double x_error) {
-  const CertificateBound& b = cert.bound;
-  const double x_norm = sqrt(fmax(x_sq, 0.0)), c_norm = __uint_as_float(cert.centre_bounds[0]);
-  const double c_error = __uint_as_float(cert.centre_bounds[1]);
-  const double c_rounded = c_norm * (1 + b.u_c) + b.lin * cert.sqrt_d;  // >= every ||c^||
-  const double r = (x_error >= 0 ? x_error : b.u_x * x_norm) + c_error + b.lin * cert.sqrt_d;
-  Reach q;
-  q.e = 0x1p-22 * c_rounded * c_rounded + (2 * b.sums + 0x1p-21) * x_norm * c_rounded;
-  q.shift = (2 * b.u_x + 0x1p-20) * x_sq;
-  q.near = sqrt(fmax(x_sq + best + q.shift + q.e, 0.0));
-  q.margin = 2 * r * (1 + 0x1p-10) + 0x1p-100;
-  return q;
-}
-
-/// Whether a point with squared norm x_sq, best and second best one-product values `best` and `second`
-/// certainly has the exact argmin's label (CertificateBound, Reach). NaNs certify nothing.
-__device__ bool certified(double x_sq, float best, float second, const Certificate& cert, double x_error = -1) {
-  const Reach q = reach_of(x_sq, best, cert, x_error);
-  const double far = sqrt(fmax(x_sq + static_cast<double>(second) + q.shift - q.e, 0.0));
-  return far - q.near > q.margin;
-}
-
-/// The largest one-product value a centre may have and still be the exact argmin of a point the
-/// certificate leaves (Reach turned around), rounded up with room to spare: a superset of the candidates
-/// costs only their exact products. NaN (no best) collects none.
-__device__ float collect_bound(double x_sq, float best, const Certificate& cert, double x_error = -1) {
-  const Reach q = reach_of(x_sq, best, cert, x_error);
-  const double reach = q.near + q.margin;
-  const double v = reach * reach - x_sq - q.shift + q.e;
-  return __double2float_ru(v + 0x1p-20 * (fabs(v) + x_sq));
+/// The certificate's terms, with the centres' bounds centre_parts_kernel found.
+__device__ CertificateTerms terms_of(const Certificate& cert) {
+  return {cert.bound, cert.sqrt_d, __uint_as_float(cert.centre_bounds[0]), __uint_as_float(cert.centre_bounds[1])};
 }
 
 /// Labels and distances from the keys of `shares` shares of the centre tiles ([share][m]): the least key,
@@ -946,7 +884,7 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, int s
     if (cert.second) {
       // No key (every one-product distance NaN, e.g. centres beyond half's range): the exact kernel decides.
       const double x_error = cert.x_errors ? static_cast<double>(cert.x_errors[o]) : -1.0;
-      const bool flag = none || !certified(static_cast<double>(x_sq_norms[o]), best, second, cert, x_error);
+      const bool flag = none || !certified(terms_of(cert), static_cast<double>(x_sq_norms[o]), best, second, x_error);
       // One atomic per warp: a tenth of a million points can be listed, all on one counter.
       const unsigned active = __activemask(), flags = __ballot_sync(active, flag);
       if (flags) {
@@ -961,7 +899,7 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, int s
             cert.flagged_key[slot] = key;
             cert.flagged_second[slot] = second;
           }
-          if (cert.flagged_below) cert.flagged_below[slot] = collect_bound(x_sq_norms[o], best, cert, x_error);
+          if (cert.flagged_below) cert.flagged_below[slot] = collect_bound(terms_of(cert), x_sq_norms[o], best, x_error);
         }
       }
       if (flag) continue;
@@ -1006,9 +944,9 @@ __global__ void recertify_kernel(const float* __restrict__ x, std::int64_t ldx, 
       const float best = from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
       // The double sum of d squares is within d 2^-53 of theirs: 2^-20 more covers that.
       const double x_error = __dsqrt_ru(mine) * (1 + 0x1p-20);
-      const bool ok = key != ~0ull && certified(static_cast<double>(x_sq_norms[o]), best, cert.flagged_second[q], cert, x_error);
+      const bool ok = key != ~0ull && certified(terms_of(cert), static_cast<double>(x_sq_norms[o]), best, cert.flagged_second[q], x_error);
       if (ok) write_result(o, key, x_sq_norms, labels, sq_distances);
-      else if (left_below && key != ~0ull) below = collect_bound(static_cast<double>(x_sq_norms[o]), best, cert, x_error);
+      else if (left_below && key != ~0ull) below = collect_bound(terms_of(cert), static_cast<double>(x_sq_norms[o]), best, x_error);
       left_over = !ok;
     }
     const unsigned lefts = __ballot_sync(0xffffffffu, left_over);
@@ -1525,7 +1463,8 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   if (a.row_sums_one_product) *a.row_sums_one_product = true;
   Certificate cert;
   cert.second = s.second;
-  cert.bound = certificate_bound<F>(a.d);
+  const Element first_type = std::is_same_v<F, float> ? Element::f32 : std::is_same_v<F, __half> ? Element::f16 : Element::bf16;
+  cert.bound = certificate_bound(first_type, a.d);
   if constexpr (kHalfCopy) cert.x_errors = a.x_half_errors;
   cert.sqrt_d = std::sqrt(static_cast<double>(a.d));
   cert.centre_bounds = s.counters + 1;
