@@ -1379,10 +1379,12 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
 /// one product per term, then candidates_kernel), three products only for those with too many: where the
 /// first pass's points (first_row_bytes a row) take the TMA's wide ring (Hopper, k > kSomeCentres, rows
 /// the TMA copies) and no row sums are asked for (their re-check adds every term). A re-checked point then
-/// costs about one product per term instead of three. SKINNY_NEAREST_CANDIDATES=0 turns it off (for
-/// comparisons).
+/// costs about one product per term instead of three. SKINNY_NEAREST_CANDIDATES=1 or 0 turns it on or off;
+/// unset, kCandidatesByDefault decides.
+constexpr bool kCandidatesByDefault = false;  // until it has run on a GPU (see docs/results.md)
 bool collects(Context& ctx, const NearestArguments& a, std::int64_t first_row_bytes) {
-  if (const char* off = std::getenv("SKINNY_NEAREST_CANDIDATES"); off && std::string(off) == "0") return false;
+  const char* set = std::getenv("SKINNY_NEAREST_CANDIDATES");
+  if (!(set ? std::string(set) == "1" : kCandidatesByDefault)) return false;
   const bool narrow = first_row_bytes < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
   return !a.row_sums && nearest_uses_wgmma(ctx) && a.k > kSomeCentres && a.k <= INT_MAX - BN && !narrow;
 }

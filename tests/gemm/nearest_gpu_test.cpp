@@ -307,12 +307,25 @@ TEST_F(Nearest, SixteenBitExactEqualsFloatOnTheSameValues) {
     }
 }
 
+/// f() with SKINNY_NEAREST_CANDIDATES set to `value`, the variable restored afterwards (a caller's setting
+/// holds for the tests around).
+template <class F>
+auto with_candidates(const char* value, F&& f) {
+  const char* was = std::getenv("SKINNY_NEAREST_CANDIDATES");
+  const std::string before = was ? was : "";
+  setenv("SKINNY_NEAREST_CANDIDATES", value, 1);
+  auto result = f();
+  if (was) setenv("SKINNY_NEAREST_CANDIDATES", before.c_str(), 1);
+  else unsetenv("SKINNY_NEAREST_CANDIDATES");
+  return result;
+}
+
 /// fast_then_recheck on points whose nearest centre has an identical twin: no such point can be certified
 /// (its best two distances are equal), so nearly all are re-checked, in two batches; the labels are those
 /// of three products (the lower twin), equal to an exact argmin. On Hopper the twins are the points'
-/// candidates (their cross terms summed in double: distances within float's bound of three products');
-/// with the candidates off (SKINNY_NEAREST_CANDIDATES=0), and elsewhere, the exact kernel runs them again:
-/// the same distances to the bit.
+/// candidates (SKINNY_NEAREST_CANDIDATES=1: their cross terms summed in double, distances within float's
+/// bound of three products'); with them off (=0), and elsewhere, the exact kernel runs them again: the
+/// same distances to the bit.
 TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
   const std::int64_t n = 70001, half_k = 40, k = 2 * half_k, d = 19, ld = 20;
   std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(half_k * ld), 52);
@@ -323,11 +336,11 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
   const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, ld);
   const double max_cn = *std::max_element(cn.begin(), cn.end());
   for (const bool candidates : {true, false}) {
-    if (!candidates) ASSERT_EQ(0, setenv("SKINNY_NEAREST_CANDIDATES", "0", 1));
     ctx.nearest_recheck() = {};
-    const Outputs rechecked = run(x, c, n, k, d, ld, ld, Math::exact, ExactMethod::fast_then_recheck);
+    const Outputs rechecked = with_candidates(candidates ? "1" : "0", [&] {
+      return run(x, c, n, k, d, ld, ld, Math::exact, ExactMethod::fast_then_recheck);
+    });
     const Context::NearestRecheck seen = ctx.nearest_recheck();
-    if (!candidates) ASSERT_EQ(0, unsetenv("SKINNY_NEAREST_CANDIDATES"));
     const bool by_candidates = candidates && nearest_uses_wgmma(ctx);
     EXPECT_EQ(three.labels, rechecked.labels) << "candidates " << by_candidates;
     for (const std::int32_t label : rechecked.labels) ASSERT_LT(label, half_k);
@@ -344,7 +357,7 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
   ctx.nearest_recheck() = {};
 }
 
-/// The candidates of a collecting pass (Hopper): centres in groups of near twins, apart by far less than
+/// The candidates of a collecting pass (Hopper, SKINNY_NEAREST_CANDIDATES=1): centres in groups of near twins, apart by far less than
 /// the one-product bound and far more than float's round-off, so that nearly every point is left by the
 /// certificate with its group as candidates. Groups of 4 are settled by their candidates, groups of 20
 /// (more than the 16 slots) go to three products; either way every label is the exact (double) argmin,
@@ -362,7 +375,8 @@ void groups_of_near_twins(std::int64_t group) {
   const std::vector<P> points = rounded_to<P>(testing::random_nonzero<float>(static_cast<std::size_t>(n * d), 93));
   const std::vector<float> x = widened(points);
   ctx.nearest_recheck() = {};
-  const Outputs got = run(points, c, n, k, d, d, d, Math::exact, ExactMethod::fast_then_recheck);
+  const Outputs got =
+      with_candidates("1", [&] { return run(points, c, n, k, d, d, d, Math::exact, ExactMethod::fast_then_recheck); });
   const Context::NearestRecheck seen = ctx.nearest_recheck();
   const char* type = std::is_same_v<P, float> ? "float" : std::is_same_v<P, __half> ? "half" : "bf16";
   const std::string where = std::string(type) + ", groups of " + std::to_string(group);

@@ -34,7 +34,7 @@ enum class Element { f32, f16, bf16 };
 ///    arithmetic; for float points left by it, again from the point's own distance to its TF32 value),
 ///    the label is the exact argmin's; the other points (near ties: 4-10 % of blob data under Lloyd,
 ///    most points where several centres share a tight cluster) are run again. On Hopper (more than 64
-///    centres, no row_sums) a second one-product pass over them lists each one's candidates, the centres
+///    centres, no row_sums; opt-in for now: SKINNY_NEAREST_CANDIDATES=1) a second one-product pass over them lists each one's candidates, the centres
 ///    the same bound leaves within reach of its best, and their cross terms are summed in double: a point
 ///    with up to 16 candidates costs about one product per term, not three. Points with more go through
 ///    three products over all the centres. nearest() then waits for its stream once or twice.
