@@ -899,7 +899,8 @@ __global__ void finish_kernel(const unsigned long long* __restrict__ keys, int s
             cert.flagged_key[slot] = key;
             cert.flagged_second[slot] = second;
           }
-          if (cert.flagged_below) cert.flagged_below[slot] = collect_bound(terms_of(cert), x_sq_norms[o], best, x_error);
+          if (cert.flagged_below)
+            cert.flagged_below[slot] = collect_bound(terms_of(cert), x_sq_norms[o], best, x_error);
         }
       }
       if (flag) continue;
@@ -944,9 +945,10 @@ __global__ void recertify_kernel(const float* __restrict__ x, std::int64_t ldx, 
       const float best = from_ordered_bits(static_cast<std::uint32_t>(key >> 32));
       // The double sum of d squares is within d 2^-53 of theirs: 2^-20 more covers that.
       const double x_error = __dsqrt_ru(mine) * (1 + 0x1p-20);
-      const bool ok = key != ~0ull && certified(terms_of(cert), static_cast<double>(x_sq_norms[o]), best, cert.flagged_second[q], x_error);
+      const double x_sq = x_sq_norms[o];
+      const bool ok = key != ~0ull && certified(terms_of(cert), x_sq, best, cert.flagged_second[q], x_error);
       if (ok) write_result(o, key, x_sq_norms, labels, sq_distances);
-      else if (left_below && key != ~0ull) below = collect_bound(terms_of(cert), static_cast<double>(x_sq_norms[o]), best, x_error);
+      else if (left_below && key != ~0ull) below = collect_bound(terms_of(cert), x_sq, best, x_error);
       left_over = !ok;
     }
     const unsigned lefts = __ballot_sync(0xffffffffu, left_over);
@@ -984,8 +986,8 @@ __device__ __forceinline__ double widened(T v) {
 /// j; the candidates' order does not matter). A point with no candidate (no best: NaN distances) or more
 /// than kCandidateSlots is listed in `left` (*left_count) for three products.
 template <class T>
-__global__ void candidates_kernel(const T* __restrict__ x, std::int64_t ldx, std::int64_t d, const float* __restrict__ c,
-                                  std::int64_t ldc, const float* __restrict__ c_sq_norms,
+__global__ void candidates_kernel(const T* __restrict__ x, std::int64_t ldx, std::int64_t d,
+                                  const float* __restrict__ c, std::int64_t ldc, const float* __restrict__ c_sq_norms,
                                   const float* __restrict__ x_sq_norms, const std::int32_t* __restrict__ rows,
                                   std::int64_t m, const std::int32_t* __restrict__ candidates,
                                   const unsigned* __restrict__ counts, std::int32_t* __restrict__ labels,
@@ -1009,7 +1011,8 @@ __global__ void candidates_kernel(const T* __restrict__ x, std::int64_t ldx, std
       for (std::int64_t p = lane; p < d; p += 32) dot = fma(widened(xr[p]), static_cast<double>(cr[p]), dot);
       for (int off = 16; off > 0; off >>= 1) dot += __shfl_down_sync(0xffffffffu, dot, off);
       const float v = static_cast<float>(static_cast<double>(c_sq_norms[j]) - 2 * dot);  // lane 0's is the sum
-      const unsigned long long key = (static_cast<unsigned long long>(ordered_bits(v)) << 32) | static_cast<std::uint32_t>(j);
+      const unsigned long long key =
+          (static_cast<unsigned long long>(ordered_bits(v)) << 32) | static_cast<std::uint32_t>(j);
       best = key < best ? key : best;
     }
     if (lane == 0) write_result(o, best, x_sq_norms, labels, sq_distances);
@@ -1268,7 +1271,8 @@ void launch_kernel(Context& ctx, const NearestArguments& a, const void* x, std::
       : wgmma                       ? nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, false>
                                     : nearest_kernel<T, kExact, kRowSums, kFault, kSecond, false, false>;
   if constexpr (kCollect) {
-    if (!tma || centre_rows != BN) throw std::logic_error("gemm::nearest: a collecting pass runs on the TMA's wide ring");
+    if (!tma || centre_rows != BN)
+      throw std::logic_error("gemm::nearest: a collecting pass runs on the TMA's wide ring");
     kernel = nearest_kernel<T, kExact, kRowSums, kFault, kSecond, kWgmma, kTmaRing, BN, true>;
   }
   const std::size_t smem = centre_rows == kFewCentres    ? Few::smem_wgmma
@@ -1381,7 +1385,7 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
 /// the TMA copies) and no row sums are asked for (their re-check adds every term). A re-checked point then
 /// costs about one product per term instead of three. SKINNY_NEAREST_CANDIDATES=1 or 0 turns it on or off;
 /// unset, kCandidatesByDefault decides.
-constexpr bool kCandidatesByDefault = false;  // until it has run on a GPU (see docs/results.md)
+constexpr bool kCandidatesByDefault = false;  // until it has run on a GPU (docs/architecture.md, switches)
 bool collects(Context& ctx, const NearestArguments& a, std::int64_t first_row_bytes) {
   const char* set = std::getenv("SKINNY_NEAREST_CANDIDATES");
   if (!(set ? std::string(set) == "1" : kCandidatesByDefault)) return false;
@@ -1465,7 +1469,9 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   if (a.row_sums_one_product) *a.row_sums_one_product = true;
   Certificate cert;
   cert.second = s.second;
-  const Element first_type = std::is_same_v<F, float> ? Element::f32 : std::is_same_v<F, __half> ? Element::f16 : Element::bf16;
+  const Element first_type = std::is_same_v<F, float>    ? Element::f32
+                             : std::is_same_v<F, __half> ? Element::f16
+                                                         : Element::bf16;
   cert.bound = certificate_bound(first_type, a.d);
   if constexpr (kHalfCopy) cert.x_errors = a.x_half_errors;
   cert.sqrt_d = std::sqrt(static_cast<double>(a.d));

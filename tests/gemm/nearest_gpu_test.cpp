@@ -348,7 +348,8 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
     if (by_candidates) {
       EXPECT_GT(seen.candidates_share, 0.99) << "twins are two candidates";
       for (std::int64_t i = 0; i < n; ++i)
-        ASSERT_NEAR(three.dist[i], rechecked.dist[i], 64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn))
+        ASSERT_NEAR(three.dist[i], rechecked.dist[i],
+                    64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn))
             << "point " << i;
     } else {
       EXPECT_EQ(0, std::memcmp(three.dist.data(), rechecked.dist.data(), three.dist.size() * sizeof(float)));
@@ -357,11 +358,11 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
   ctx.nearest_recheck() = {};
 }
 
-/// The candidates of a collecting pass (Hopper, SKINNY_NEAREST_CANDIDATES=1): centres in groups of near twins, apart by far less than
-/// the one-product bound and far more than float's round-off, so that nearly every point is left by the
-/// certificate with its group as candidates. Groups of 4 are settled by their candidates, groups of 20
-/// (more than the 16 slots) go to three products; either way every label is the exact (double) argmin,
-/// for float, half and bfloat16 points.
+/// The candidates of a collecting pass (Hopper, SKINNY_NEAREST_CANDIDATES=1): centres in groups of near
+/// twins, apart by far less than the one-product bound and far more than float's round-off, so that nearly
+/// every point is left by the certificate with its group as candidates. Groups of 4 are settled by their
+/// candidates, groups of 20 (more than the 16 slots) go to three products; either way every label is the
+/// exact (double) argmin, for float, half and bfloat16 points.
 template <class P>
 void groups_of_near_twins(std::int64_t group) {
   Context& ctx = testing::shared_context();
@@ -391,7 +392,10 @@ void groups_of_near_twins(std::int64_t group) {
     std::int64_t best_j = 0;
     for (std::int64_t j = 0; j < k; ++j) {
       double s = 0;
-      for (std::int64_t p = 0; p < d; ++p) s += (double(x[i * d + p]) - double(c[j * d + p])) * (double(x[i * d + p]) - double(c[j * d + p]));
+      for (std::int64_t p = 0; p < d; ++p) {
+        const double diff = double(x[i * d + p]) - double(c[j * d + p]);
+        s += diff * diff;
+      }
       if (s < best) second = best, best = s, best_j = j;
       else if (s < second) second = s;
     }
