@@ -361,8 +361,10 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
 /// The candidates of a collecting pass (Hopper, SKINNY_NEAREST_CANDIDATES=1): centres in groups of near
 /// twins, apart by far less than the one-product bound and far more than float's round-off, so that nearly
 /// every point is left by the certificate with its group as candidates. Groups of 4 are settled by their
-/// candidates, groups of 20 (more than the 16 slots) go to three products; either way every label is the
-/// exact (double) argmin, for float, half and bfloat16 points.
+/// candidates; of a group of 64, more than the 16 slots lie within reach of most points (half's reach is
+/// about 2.4 standard deviations of the group's distances, bfloat16's and TF32's many more), and those
+/// points go to three products. Either way each label is a nearest centre up to float's round-off, and the
+/// exact (double) argmin where the runner-up is farther than that, for float, half and bfloat16 points.
 template <class P>
 void groups_of_near_twins(std::int64_t group) {
   Context& ctx = testing::shared_context();
@@ -383,12 +385,13 @@ void groups_of_near_twins(std::int64_t group) {
   const std::string where = std::string(type) + ", groups of " + std::to_string(group);
   EXPECT_GT(seen.rechecked_share + seen.candidates_share, 0.5) << where << ": the groups should leave most points";
   if (group <= 16) EXPECT_EQ(seen.rechecked_share, 0.0) << where << ": a point's candidates are its group";
-  else EXPECT_GT(seen.rechecked_share, 0.25) << where << ": most groups of 20 lie within reach";
+  else EXPECT_GT(seen.rechecked_share, 0.25) << where << ": more than 16 of a group of 64 lie within reach";
   const auto xn = sq_norms(x, n, d, d), cn = sq_norms(c, k, d, d);
   const double max_cn = *std::max_element(cn.begin(), cn.end());
   std::int64_t clear = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    double best = std::numeric_limits<double>::infinity(), second = best;
+    ASSERT_TRUE(got.labels[i] >= 0 && got.labels[i] < k) << where << " point " << i;
+    double best = std::numeric_limits<double>::infinity(), second = best, mine = 0;
     std::int64_t best_j = 0;
     for (std::int64_t j = 0; j < k; ++j) {
       double s = 0;
@@ -398,21 +401,25 @@ void groups_of_near_twins(std::int64_t group) {
       }
       if (s < best) second = best, best = s, best_j = j;
       else if (s < second) second = s;
+      if (j == got.labels[i]) mine = s;
     }
-    if (second - best <= 1e-5 * best) continue;  // a tie within float's round-off may go either way
-    ++clear;
-    ASSERT_EQ(best_j, got.labels[i]) << where << " point " << i;
+    const double bound = 64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn);
+    ASSERT_LE(mine - best, bound) << where << " point " << i << ": label " << got.labels[i] << " is not nearest";
+    if (second - best > 2 * bound) {  // a tie within float's round-off may go either way
+      ++clear;
+      ASSERT_EQ(best_j, got.labels[i]) << where << " point " << i;
+    }
     // Certified points keep their one-product distance.
     ASSERT_NEAR(best, got.dist[i], fast_relative_bound<P>() * (xn[i] + max_cn)) << where << " point " << i;
   }
-  EXPECT_GT(clear, n * 9 / 10) << where;
+  EXPECT_GT(clear, n / 2) << where;
   std::printf("groups of near twins, %s: %.1f %% settled by candidates, %.1f %% by three products\n", where.c_str(),
               100 * seen.candidates_share, 100 * seen.rechecked_share);
   ctx.nearest_recheck() = {};
 }
 
 TEST_F(Nearest, CandidatesSettleNearTiesAndLeaveCrowdsToThreeProducts) {
-  for (const std::int64_t group : {4, 20}) {
+  for (const std::int64_t group : {4, 64}) {
     groups_of_near_twins<float>(group);
     groups_of_near_twins<__half>(group);
     groups_of_near_twins<__nv_bfloat16>(group);
