@@ -321,11 +321,11 @@ auto with_candidates(const char* value, F&& f) {
 }
 
 /// fast_then_recheck on points whose nearest centre has an identical twin: no such point can be certified
-/// (its best two distances are equal), so nearly all are re-checked, in two batches; the labels are those
-/// of three products (the lower twin), equal to an exact argmin. On Hopper the twins are the points'
-/// candidates (SKINNY_NEAREST_CANDIDATES=1: their cross terms summed in double, distances within float's
-/// bound of three products'); with them off (=0), and elsewhere, the exact kernel runs them again: the
-/// same distances to the bit.
+/// (its best two distances are equal), so nearly all are re-checked, in two batches; the labels are the
+/// lower twins. On Hopper the twins are the points' candidates (SKINNY_NEAREST_CANDIDATES=1: their cross
+/// terms summed in double, distances within float's bound of three products', labels those of three
+/// products but at ties within float's round-off); with them off (=0), and elsewhere, the exact kernel runs
+/// them again: the labels and distances of three products to the bit.
 TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
   const std::int64_t n = 70001, half_k = 40, k = 2 * half_k, d = 19, ld = 20;
   std::vector<float> c = testing::random_nonzero<float>(static_cast<std::size_t>(half_k * ld), 52);
@@ -342,16 +342,22 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
     });
     const Context::NearestRecheck seen = ctx.nearest_recheck();
     const bool by_candidates = candidates && nearest_uses_wgmma(ctx);
-    EXPECT_EQ(three.labels, rechecked.labels) << "candidates " << by_candidates;
     for (const std::int32_t label : rechecked.labels) ASSERT_LT(label, half_k);
     EXPECT_GT(seen.rechecked_share + seen.candidates_share, 0.99);
     if (by_candidates) {
+      // Sums in double against float sums: a label may differ only where two centres tie within float's
+      // round-off (the distances, each of its own label, agree to that).
       EXPECT_GT(seen.candidates_share, 0.99) << "twins are two candidates";
-      for (std::int64_t i = 0; i < n; ++i)
+      std::int64_t differ = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        differ += three.labels[i] != rechecked.labels[i];
         ASSERT_NEAR(three.dist[i], rechecked.dist[i],
                     64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn))
             << "point " << i;
+      }
+      EXPECT_LE(differ, n / 10000);
     } else {
+      EXPECT_EQ(three.labels, rechecked.labels);
       EXPECT_EQ(0, std::memcmp(three.dist.data(), rechecked.dist.data(), three.dist.size() * sizeof(float)));
     }
   }
