@@ -119,6 +119,28 @@ double fast_relative_bound() {
   return std::is_same_v<P, __nv_bfloat16> ? std::ldexp(1.0, -5) : std::ldexp(1.0, -8);
 }
 
+/// The exact squared distances, in double, from point i of x (rows of ldx values) to the k centres of c (rows
+/// of ldc), d values each: the least and which centre has it, the second least, and the distance to `label`.
+struct Ranked {
+  double best, second, mine;
+  std::int64_t best_j;
+};
+Ranked rank_centres(const std::vector<float>& x, std::int64_t ldx, const std::vector<float>& c, std::int64_t ldc,
+                    std::int64_t i, std::int64_t k, std::int64_t d, std::int64_t label) {
+  Ranked r{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), 0, 0};
+  for (std::int64_t j = 0; j < k; ++j) {
+    double s = 0;
+    for (std::int64_t p = 0; p < d; ++p) {
+      const double diff = double(x[i * ldx + p]) - double(c[j * ldc + p]);
+      s += diff * diff;
+    }
+    if (s < r.best) r.second = r.best, r.best = s, r.best_j = j;
+    else if (s < r.second) r.second = s;
+    if (j == label) r.mine = s;
+  }
+  return r;
+}
+
 /// Each label is a nearest centre up to the round-off of the distance trick, whose error scales with the
 /// squared norms: float arithmetic for Math::exact (any point type, either ExactMethod); Math::fast's
 /// bound otherwise. Each distance is that centre's exact distance within the same bound (fast's for
@@ -152,18 +174,7 @@ void expect_nearest(std::int64_t n, std::int64_t k, std::int64_t d, std::int64_t
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t label = got.labels[i];
     ASSERT_TRUE(label >= 0 && label < k) << where << " point " << i << " label " << label;
-    double best = std::numeric_limits<double>::infinity(), second = best, mine = 0;
-    std::int64_t best_j = 0;
-    for (std::int64_t j = 0; j < k; ++j) {
-      double s = 0;
-      for (std::int64_t p = 0; p < d; ++p) {
-        const double diff = double(x[i * ldx + p]) - double(c[j * ldc + p]);
-        s += diff * diff;
-      }
-      if (s < best) second = best, best = s, best_j = j;
-      else if (s < second) second = s;
-      if (j == label) mine = s;
-    }
+    const auto [best, second, mine, best_j] = rank_centres(x, ldx, c, ldc, i, k, d, label);
     exact += best_j == label;
     const double bound = relative * (double(xn[i]) + max_cn);
     ASSERT_LE(mine - best, bound) << where << " point " << i << ": label " << label << " is not a nearest centre ("
@@ -397,18 +408,7 @@ void groups_of_near_twins(std::int64_t group) {
   std::int64_t clear = 0;
   for (std::int64_t i = 0; i < n; ++i) {
     ASSERT_TRUE(got.labels[i] >= 0 && got.labels[i] < k) << where << " point " << i;
-    double best = std::numeric_limits<double>::infinity(), second = best, mine = 0;
-    std::int64_t best_j = 0;
-    for (std::int64_t j = 0; j < k; ++j) {
-      double s = 0;
-      for (std::int64_t p = 0; p < d; ++p) {
-        const double diff = double(x[i * d + p]) - double(c[j * d + p]);
-        s += diff * diff;
-      }
-      if (s < best) second = best, best = s, best_j = j;
-      else if (s < second) second = s;
-      if (j == got.labels[i]) mine = s;
-    }
+    const auto [best, second, mine, best_j] = rank_centres(x, d, c, d, i, k, d, got.labels[i]);
     const double bound = 64 * double(std::numeric_limits<float>::epsilon()) * (xn[i] + max_cn);
     ASSERT_LE(mine - best, bound) << where << " point " << i << ": label " << got.labels[i] << " is not nearest";
     if (second - best > 2 * bound) {  // a tie within float's round-off may go either way
