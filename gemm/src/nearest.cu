@@ -1324,8 +1324,8 @@ constexpr std::int64_t kRecheckBatch = 1 << 16;
 /// (H100: one product takes 0.48-0.55 of three's time, and the gathered points run a little less
 /// efficiently). On tight clusters far apart, under Lloyd from random starts, the share reaches 0.5-0.8
 /// at d = 128 (bench/results/h100/2026-11-27_exact-recheck). Compared with Context::NearestRecheck's
-/// cost_share, where a point settled by its candidates counts as a third (16-bit products) or a half (TF32)
-/// of a point run with three products.
+/// cost_share, where a point settled by its candidates counts as candidate_weight of a point run with three
+/// products.
 constexpr double kRecheckShareMax = 0.35;
 /// After giving up on a shape, automatic tries the re-check again every this many calls: Lloyd's first
 /// iterations from random starts leave the most points uncertified, and the share falls as it settles
@@ -1379,16 +1379,36 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
   if (a.row_sums_one_product) *a.row_sums_one_product = !kExact;
 }
 
+/// Re-checking a point on its candidates costs about one product per term against k + kCollectExtraCentres
+/// centres: the collecting pass, and per point its gathered row and candidates_kernel's sums in double over
+/// its candidates. H100, the K-means benchmark's bfloat16 blobs, 2^20 points, k = 1024: the first pass over
+/// all points 0.78 ms, the candidates' re-check of the 80 % it left 2.22 ms at d = 128; 2.07 and 6.40 ms
+/// (91 %) at d = 512 (bench/results/h100/2026-12-07_candidates).
+constexpr double kCollectExtraCentres = 2600;
+
+/// The cost of re-checking a point on its candidates as a share of re-checking it with three products
+/// (ExactMethod::automatic's weight of such points in Context::NearestRecheck::cost_share; below 1 the
+/// candidates pay). Three products cost about three one-product passes over a point with 16-bit points
+/// (1.75 ms for the 80 % above), two where float points' first pass is TF32 and four where it is their half
+/// copy (3xTF32 against half products): the candidates pay from about k = 1300, 2600 and 870 centres.
+template <class T, class F>
+double candidate_weight(std::int64_t k) {
+  const double three = !std::is_same_v<T, F> ? 4.0 : std::is_same_v<F, float> ? 2.0 : 3.0;
+  return (1 + kCollectExtraCentres / static_cast<double>(k)) / three;
+}
+
 /// Whether the points the certificate leaves are re-checked on their candidates first (a collecting pass of
 /// one product per term, then candidates_kernel), three products only for those with too many: where the
 /// first pass's points (first_row_bytes a row) take the TMA's wide ring (Hopper, k > kSomeCentres, rows
-/// the TMA copies) and no row sums are asked for (their re-check adds every term). A re-checked point then
-/// costs about one product per term instead of three. SKINNY_NEAREST_CANDIDATES=1 or 0 turns it on or off;
-/// unset, kCandidatesByDefault decides.
-constexpr bool kCandidatesByDefault = false;  // until it has run on a GPU (docs/architecture.md, switches)
+/// the TMA copies), no row sums are asked for (their re-check adds every term) and candidate_weight says it
+/// pays. SKINNY_NEAREST_CANDIDATES=1 or 0 turns it on wherever it can run, or off.
+template <class T, class F>
 bool collects(Context& ctx, const NearestArguments& a, std::int64_t first_row_bytes) {
   const char* set = std::getenv("SKINNY_NEAREST_CANDIDATES");
-  if (!(set ? std::string(set) == "1" : kCandidatesByDefault)) return false;
+  if (set && std::string(set) == "0") return false;
+  if (!set || std::string(set) != "1") {
+    if (candidate_weight<T, F>(a.k) >= 1) return false;
+  }
   const bool narrow = first_row_bytes < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
   return !a.row_sums && nearest_uses_wgmma(ctx) && a.k > kSomeCentres && a.k <= INT_MAX - BN && !narrow;
 }
@@ -1411,7 +1431,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   const Split split = split_for(a.n, a.k, sms, first_row_bytes, first_row_bytes);
   const std::int64_t batch = std::min(a.n, kRecheckBatch);
   const std::int64_t row_copies = ceil_div(a.d * static_cast<std::int64_t>(sizeof(T)), 16);
-  const bool collect = collects(ctx, a, first_row_bytes);
+  const bool collect = collects<T, F>(ctx, a, first_row_bytes);
   struct Scratch {
     unsigned long long* keys;
     float* second;
@@ -1522,14 +1542,13 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     SKINNY_CUDA_TRY(cudaStreamSynchronize(stream));
     rows = s.left;
   }
-  // What the re-check cost, as a share of points run again with three products: a collecting pass's one
-  // product per term counts as a third (16-bit and half-copy first passes) or half (TF32) of that.
-  const double one_product = std::is_same_v<F, float> ? 0.5 : 1.0 / 3;
+  // What the re-check cost, as a share of points run again with three products (candidate_weight).
+  const double weight = candidate_weight<T, F>(a.k);
   const double rechecked = static_cast<double>(left) / static_cast<double>(a.n);
   const double by_candidates = collect ? static_cast<double>(flagged - left) / static_cast<double>(a.n) : 0.0;
   const double collected = collect ? static_cast<double>(flagged) / static_cast<double>(a.n) : 0.0;
   ctx.nearest_recheck() = Context::NearestRecheck{a.n,        a.d,           a.k, static_cast<int>(a.x_type),
-                                                  rechecked, by_candidates, rechecked + one_product * collected, 0};
+                                                  rechecked, by_candidates, rechecked + weight * collected, 0};
   if (a.rechecked_count) *a.rechecked_count = left;
   if (left == 0) return;
   prepare_parts<T, true>(ctx, a, s.exact, nullptr);

@@ -42,8 +42,9 @@ class Context {
 
   /// What gemm::nearest's exact mode saw on the last shape it ran through this Context: the shares of points
   /// its certificate left that were run again with three products and that were settled by their
-  /// candidates (a collecting pass, on Hopper), what that cost (cost_share: the first share, plus a third of
-  /// the second for 16-bit first passes or a half for TF32 ones), and the calls since it last tried.
+  /// candidates (a collecting pass, on Hopper), what that cost (cost_share, in points run with three
+  /// products: the first share, plus the second weighted by the candidates' cost per point, about
+  /// (1 + 2600 / k) / 3 for 16-bit points; it may exceed 1), and the calls since it last tried.
   /// ExactMethod::automatic goes back to three products while that cost is too large for the re-check to
   /// pay (data in tight clusters far apart, with centres split among them), and tries again every 4 calls.
   struct NearestRecheck {
