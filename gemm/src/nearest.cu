@@ -1379,22 +1379,11 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
   if (a.row_sums_one_product) *a.row_sums_one_product = !kExact;
 }
 
-/// Re-checking a point on its candidates costs about one product per term against k + kCollectExtraCentres
-/// centres: the collecting pass, and per point its gathered row and candidates_kernel's sums in double over
-/// its candidates. H100, the K-means benchmark's bfloat16 blobs, 2^20 points, k = 1024: the first pass over
-/// all points 0.78 ms, the candidates' re-check of the 80 % it left 2.22 ms at d = 128; 2.07 and 6.40 ms
-/// (91 %) at d = 512 (bench/results/h100/2026-12-07_candidates).
-constexpr double kCollectExtraCentres = 2600;
-
-/// The cost of re-checking a point on its candidates as a share of re-checking it with three products
-/// (ExactMethod::automatic's weight of such points in Context::NearestRecheck::cost_share; below 1 the
-/// candidates pay). Three products cost about three one-product passes over a point with 16-bit points
-/// (1.75 ms for the 80 % above), two where float points' first pass is TF32 and four where it is their half
-/// copy (3xTF32 against half products): the candidates pay from about k = 1300, 2600 and 870 centres.
+/// The first pass of a re-check of T points whose one product takes F points (candidate_weight).
 template <class T, class F>
-double candidate_weight(std::int64_t k) {
-  const double three = !std::is_same_v<T, F> ? 4.0 : std::is_same_v<F, float> ? 2.0 : 3.0;
-  return (1 + kCollectExtraCentres / static_cast<double>(k)) / three;
+constexpr FirstPass first_pass_of() {
+  if constexpr (!std::is_same_v<T, F>) return FirstPass::half_copy;
+  return std::is_same_v<F, float> ? FirstPass::tf32 : FirstPass::sixteen_bit;
 }
 
 /// Whether the points the certificate leaves are re-checked on their candidates first (a collecting pass of
@@ -1407,7 +1396,7 @@ bool collects(Context& ctx, const NearestArguments& a, std::int64_t first_row_by
   const char* set = std::getenv("SKINNY_NEAREST_CANDIDATES");
   if (set && std::string(set) == "0") return false;
   if (!set || std::string(set) != "1") {
-    if (candidate_weight<T, F>(a.k) >= 1) return false;
+    if (candidate_weight(first_pass_of<T, F>(), a.k) >= 1) return false;
   }
   const bool narrow = first_row_bytes < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
   return !a.row_sums && nearest_uses_wgmma(ctx) && a.k > kSomeCentres && a.k <= INT_MAX - BN && !narrow;
@@ -1543,7 +1532,7 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
     rows = s.left;
   }
   // What the re-check cost, as a share of points run again with three products (candidate_weight).
-  const double weight = candidate_weight<T, F>(a.k);
+  const double weight = candidate_weight(first_pass_of<T, F>(), a.k);
   const double rechecked = static_cast<double>(left) / static_cast<double>(a.n);
   const double by_candidates = collect ? static_cast<double>(flagged - left) / static_cast<double>(a.n) : 0.0;
   const double collected = collect ? static_cast<double>(flagged) / static_cast<double>(a.n) : 0.0;

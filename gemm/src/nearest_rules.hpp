@@ -38,6 +38,28 @@ inline bool recheck_pays(const NearestArguments& a, bool wgmma) {
   return wgmma ? a.d >= 48 || (a.d >= 32 && a.k * a.d >= 65536) : a.d >= 16;
 }
 
+/// How a re-check's first pass took its one product per term: 16-bit points as they are, float points in
+/// TF32, or float points on their half copy (their three products then 3xTF32 against half products).
+enum class FirstPass { sixteen_bit, tf32, half_copy };
+
+/// Re-checking a point on its candidates costs about one product per term against k + kCollectExtraCentres
+/// centres: the collecting pass, and per point its gathered row and candidates_kernel's sums in double over
+/// its candidates. H100, the K-means benchmark's bfloat16 blobs, 2^20 points, k = 1024: the first pass over
+/// all points 0.78 ms, the candidates' re-check of the 80 % it left 2.22 ms at d = 128 (three products for
+/// them: 1.75 ms); 2.07 and 6.40 ms (91 %) at d = 512 (bench/results/h100/2026-12-07_candidates).
+constexpr double kCollectExtraCentres = 2600;
+
+/// The cost of re-checking a point on its candidates as a share of re-checking it with three products
+/// (ExactMethod::automatic's weight of such points in Context::NearestRecheck::cost_share; below 1 the
+/// candidates pay). Three products cost about three one-product passes over a point with 16-bit points,
+/// two where float points' first pass is TF32 and four where it is their half copy (a whole iteration at
+/// 2^20 x 512, k = 8192: 77 ms three products against 19 ms fast): the candidates pay from about k = 1300,
+/// 2600 and 870 centres.
+inline double candidate_weight(FirstPass first, std::int64_t k) {
+  const double three = first == FirstPass::half_copy ? 4.0 : first == FirstPass::tf32 ? 2.0 : 3.0;
+  return (1 + kCollectExtraCentres / static_cast<double>(k)) / three;
+}
+
 /// Shares of the centre tiles per block of `block_rows` points (m points, `tiles` tiles of `tile_cols`
 /// centres, `sms` SMs of two resident blocks each). First, enough that the blocks fill two waves where the
 /// point blocks alone fill less. Second, where rows of row_bytes >= 4 KB would make the points of the
