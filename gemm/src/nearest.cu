@@ -1393,11 +1393,10 @@ constexpr FirstPass first_pass_of() {
 /// pays. SKINNY_NEAREST_CANDIDATES=1 or 0 turns it on wherever it can run, or off.
 template <class T, class F>
 bool collects(Context& ctx, const NearestArguments& a, std::int64_t first_row_bytes) {
-  const char* set = std::getenv("SKINNY_NEAREST_CANDIDATES");
-  if (set && std::string(set) == "0") return false;
-  if (!set || std::string(set) != "1") {
-    if (candidate_weight(first_pass_of<T, F>(), a.k) >= 1) return false;
-  }
+  const char* env = std::getenv("SKINNY_NEAREST_CANDIDATES");
+  const std::string set = env ? env : "";
+  if (set == "0") return false;
+  if (set != "1" && candidate_weight(first_pass_of<T, F>(), a.k) >= 1) return false;
   const bool narrow = first_row_bytes < kTmaMinRowBytes && a.k <= kNarrowCpAsyncMaxK;
   return !a.row_sums && nearest_uses_wgmma(ctx) && a.k > kSomeCentres && a.k <= INT_MAX - BN && !narrow;
 }
