@@ -61,9 +61,10 @@
 //    smallest distance. A point whose best two differ by more than twice a bound on the one-product error
 //    (from ||x||, the centres' own rounding and the arithmetic: CertificateBound) has the exact argmin's
 //    label; float points it leaves are certified again with their own ||x^ - x|| (recertify_kernel); the
-//    others are gathered and run again through the exact kernel. Float points with a half copy
+//    others are gathered and run again through the exact kernel. Float and bfloat16 points with a half copy
 //    (NearestArguments::x_half) take the first pass on the copy, 16-bit products certified with each
-//    point's own ||x^ - x||, and the re-check on the points themselves.
+//    point's own ||x^ - x|| (bfloat16 points: their centres rounded to half's 11 bits, not to 8), and the
+//    re-check on the points themselves.
 #include "kernels/common.cuh"
 #include "nearest_certificate.hpp"
 #include "nearest_rules.hpp"
@@ -980,11 +981,25 @@ __device__ __forceinline__ double widened(T v) {
   else return from_16bit(v);
 }
 
+/// One step of candidates_kernel's reduce-scatter: sums [0, kHalf) become this lane's and its partner's
+/// (lane ^ 2 kHalf) sums of the half its lane bit 2 kHalf selects.
+template <int kHalf>
+__device__ __forceinline__ void keep_half(double (&part)[kCandidateSlots], int lane) {
+  const bool upper = lane & (2 * kHalf);
+#pragma unroll
+  for (int q = 0; q < kHalf; ++q) {
+    const double give = upper ? part[q] : part[q + kHalf], keep = upper ? part[q + kHalf] : part[q];
+    part[q] = keep + __shfl_xor_sync(0xffffffffu, give, 2 * kHalf);
+  }
+}
+
 /// The exact re-check of points with few candidates (a collecting pass, kCollect): a warp per point
-/// rows[i], each candidate's x.c_j summed in double (every product exact, the sum far within float's
-/// accuracy), the label and distance of the least ||c_j||^2 - 2 x.c_j rounded to float (ties: the lowest
-/// j; the candidates' order does not matter). A point with no candidate (no best: NaN distances) or more
-/// than kCandidateSlots is listed in `left` (*left_count) for three products.
+/// rows[i], its lanes along the row, every candidate's x.c_j summed in double at once (every product exact,
+/// the sum far within float's accuracy): the loads of all of a point's candidates are in flight together
+/// instead of one candidate's after another's, and the partial sums meet in one reduce-scatter over the lanes
+/// (16 shuffles for 16 candidates, not 5 each). The label and distance of the least ||c_j||^2 - 2 x.c_j,
+/// rounded to float (ties: the lowest j; the candidates' order does not matter). A point with no candidate
+/// (no best: NaN distances) or more than kCandidateSlots is listed in `left` (*left_count) for three products.
 template <class T>
 __global__ void candidates_kernel(const T* __restrict__ x, std::int64_t ldx, std::int64_t d,
                                   const float* __restrict__ c, std::int64_t ldc, const float* __restrict__ c_sq_norms,
@@ -993,6 +1008,7 @@ __global__ void candidates_kernel(const T* __restrict__ x, std::int64_t ldx, std
                                   const unsigned* __restrict__ counts, std::int32_t* __restrict__ labels,
                                   float* __restrict__ sq_distances, std::int32_t* __restrict__ left,
                                   unsigned* __restrict__ left_count) {
+  static_assert(kCandidateSlots == 16, "the reduce-scatter below halves 16 sums four times over 32 lanes");
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < m; i += warps) {
@@ -1002,18 +1018,35 @@ __global__ void candidates_kernel(const T* __restrict__ x, std::int64_t ldx, std
       if (lane == 0) left[atomicAdd(left_count, 1u)] = static_cast<std::int32_t>(o);
       continue;
     }
+    std::int32_t j[kCandidateSlots];  // past count: unused (those slots were not written)
+#pragma unroll
+    for (int q = 0; q < kCandidateSlots; ++q) j[q] = q < count ? candidates[i * kCandidateSlots + q] : 0;
     const T* xr = x + o * ldx;
+    double part[kCandidateSlots] = {};  // this lane's share of each candidate's x.c_j
+    for (std::int64_t p = lane; p < d; p += 32) {
+      const double xv = widened(xr[p]);
+#pragma unroll
+      for (int q = 0; q < kCandidateSlots; ++q)
+        if (q < count) part[q] = fma(xv, static_cast<double>(c[static_cast<std::int64_t>(j[q]) * ldc + p]), part[q]);
+    }
+    // Reduce-scatter: each step a lane keeps half of its sums (the upper half where its lane bit is set)
+    // and adds its partner's share of them; after four steps lane l holds candidate (l >> 1) & 15 summed
+    // over 16 lanes, and its neighbour l ^ 1 the other 16.
+    keep_half<8>(part, lane);
+    keep_half<4>(part, lane);
+    keep_half<2>(part, lane);
+    keep_half<1>(part, lane);
+    const double dot = part[0] + __shfl_xor_sync(0xffffffffu, part[0], 1);
+    const unsigned q = (lane >> 1) & (kCandidateSlots - 1);
     unsigned long long best = ~0ull;
-    for (unsigned q = 0; q < count; ++q) {
-      const std::int32_t j = candidates[i * kCandidateSlots + q];
-      const float* cr = c + static_cast<std::int64_t>(j) * ldc;
-      double dot = 0;
-      for (std::int64_t p = lane; p < d; p += 32) dot = fma(widened(xr[p]), static_cast<double>(cr[p]), dot);
-      for (int off = 16; off > 0; off >>= 1) dot += __shfl_down_sync(0xffffffffu, dot, off);
-      const float v = static_cast<float>(static_cast<double>(c_sq_norms[j]) - 2 * dot);  // lane 0's is the sum
-      const unsigned long long key =
-          (static_cast<unsigned long long>(ordered_bits(v)) << 32) | static_cast<std::uint32_t>(j);
-      best = key < best ? key : best;
+    if (q < count) {
+      const std::int32_t jq = candidates[i * kCandidateSlots + q];  // (j[q] would be a dynamic index: local memory)
+      const float v = static_cast<float>(static_cast<double>(c_sq_norms[jq]) - 2 * dot);
+      best = (static_cast<unsigned long long>(ordered_bits(v)) << 32) | static_cast<std::uint32_t>(jq);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, off);
+      best = other < best ? other : best;
     }
     if (lane == 0) write_result(o, best, x_sq_norms, labels, sq_distances);
   }
@@ -1055,9 +1088,9 @@ Support nearest_can_implement(const Context& ctx, const NearestArguments& a) {
                        "rechecked_count)");
   if (a.x_half) {
     const std::int64_t ldh = a.ldx_half;
-    if (a.x_type != Element::f32 || !a.x_half_sq_norms || !a.x_half_errors || ldh < a.d || ldh % 8 != 0 ||
+    if (a.x_type == Element::f16 || !a.x_half_sq_norms || !a.x_half_errors || ldh < a.d || ldh % 8 != 0 ||
         reinterpret_cast<std::uintptr_t>(a.x_half) % 16 != 0)
-      return Support::no("nearest: a half copy (x_half) serves float points, with its norms and errors, rows of "
+      return Support::no("nearest: a half copy (x_half) serves float or bfloat16 points, with its norms and errors, rows of "
                          "ldx_half >= d = " + to_string(a.d) + " values, a multiple of 8 (got " + to_string(ldh) +
                          "), 16-byte aligned");
   }
@@ -1379,10 +1412,11 @@ void nearest_direct(Context& ctx, const NearestArguments& a) {
   if (a.row_sums_one_product) *a.row_sums_one_product = !kExact;
 }
 
-/// The first pass of a re-check of T points whose one product takes F points (candidate_weight).
+/// The first pass of a re-check of T points whose one product takes F points (candidate_weight): a half
+/// copy of bfloat16 points re-checks them with 16-bit products, as 16-bit points' own first pass does.
 template <class T, class F>
 constexpr FirstPass first_pass_of() {
-  if constexpr (!std::is_same_v<T, F>) return FirstPass::half_copy;
+  if constexpr (std::is_same_v<T, float> && !std::is_same_v<F, float>) return FirstPass::half_copy;
   return std::is_same_v<F, float> ? FirstPass::tf32 : FirstPass::sixteen_bit;
 }
 
@@ -1407,12 +1441,13 @@ bool collects(Context& ctx, const NearestArguments& a, std::int64_t first_row_by
 /// also takes the points with too many candidates. Waits for the stream once for the number of points left,
 /// and once more after a collecting pass. With row_sums: the first pass adds its one-product terms (and
 /// takes the fault), the re-check the float-accurate terms of the points it lists.
-/// F: the first pass's points, T's own or (float points, F = __half) their half copy a.x_half, certified
-/// with each point's own distance to it.
+/// F: the first pass's points, T's own or (float or bfloat16 points, F = __half) their half copy a.x_half,
+/// certified with each point's own distance to it.
 template <class T, class F = T>
 void nearest_rechecked(Context& ctx, const NearestArguments& a) {
   constexpr bool kHalfCopy = !std::is_same_v<T, F>;
-  static_assert(!kHalfCopy || (std::is_same_v<T, float> && std::is_same_v<F, __half>), "a half copy of float points");
+  static_assert(!kHalfCopy || (!std::is_same_v<T, __half> && std::is_same_v<F, __half>),
+                "a half copy of float or bfloat16 points");
   const std::int64_t ldx = a.ldx ? a.ldx : a.d;
   const int sms = ctx.properties().multiProcessorCount;
   const std::int64_t first_row_bytes = a.d * static_cast<std::int64_t>(sizeof(F));  // one product: one part
@@ -1560,9 +1595,9 @@ void nearest_rechecked(Context& ctx, const NearestArguments& a) {
 template <class T>
 void nearest_of(Context& ctx, const NearestArguments& a) {
   if (rechecks(ctx, a)) {
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (!std::is_same_v<T, __half>) {
       if (a.x_half && !a.row_sums) {
-        nearest_rechecked<float, __half>(ctx, a);
+        nearest_rechecked<T, __half>(ctx, a);
         return;
       }
     }

@@ -15,7 +15,8 @@ namespace skinny::gemm::detail {
 /// rest re-checked. ExactMethod::automatic takes the second where the products dominate: float points from
 /// 64 clusters and d = 16 with k d >= 16384; 16-bit points (read at half the bytes, their exact products at
 /// a third of the rate) from d = 64 with k d >= 8192, any k, except that bfloat16 (centres rounded to 8
-/// bits: more points left uncertified) also needs d >= 256 or k >= 1024. Below, the kernel
+/// bits: more points left uncertified) also needs d >= 256 or k >= 1024 unless its first pass reads a half
+/// copy (NearestArguments::x_half: centres rounded to half's 11 bits). Below, the kernel
 /// reads more than it multiplies, three products cost little more than one, and the re-check's own
 /// passes (the second best, the certificate, a wait for the stream) do not pay. H100, 2^20 blobs, ms per
 /// iteration three products / re-checked: float d = 128, k = 64 1.20 / 1.21, k = 128 0.94 / 0.85,
@@ -33,7 +34,8 @@ namespace skinny::gemm::detail {
 inline bool recheck_pays(const NearestArguments& a, bool wgmma) {
   const bool sixteen_bit = a.x_type != Element::f32;
   if (sixteen_bit)
-    return a.d >= 64 && a.k * a.d >= 8192 && (a.x_type == Element::f16 || a.d >= 256 || a.k >= 1024);
+    return a.d >= 64 && a.k * a.d >= 8192 &&
+           (a.x_type == Element::f16 || a.x_half != nullptr || a.d >= 256 || a.k >= 1024);
   if (a.k < 64 || a.k * a.d < 16384) return false;
   return wgmma ? a.d >= 48 || (a.d >= 32 && a.k * a.d >= 65536) : a.d >= 16;
 }

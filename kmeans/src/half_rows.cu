@@ -2,6 +2,7 @@
 #include "half_rows.hpp"
 
 #include "detail.hpp"
+#include "element.cuh"
 
 #include <skinny/gemm/errors.hpp>
 
@@ -13,16 +14,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
-/// dst (when not null) = the n x d values x rounded to half in rows of ld >= d, zeros past d; the largest
-/// |x| into *max_bits (the bits of a non-negative float order like the float: an integer atomicMax, the
-/// same whatever the order).
-__global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t n, std::int64_t d, std::int64_t ld,
+/// dst (when not null) = the n x d values x (float or bfloat16) rounded to half in rows of ld >= d, zeros
+/// past d; the largest |x| into *max_bits (the bits of a non-negative float order like the float: an
+/// integer atomicMax, the same whatever the order).
+template <class S>
+__global__ void half_copy_kernel(const S* __restrict__ x, std::int64_t n, std::int64_t d, std::int64_t ld,
                                  __half* __restrict__ dst, unsigned* max_bits) {
   float largest = 0;
   for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n * ld;
        e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t row = ld == d ? 0 : e / ld, col = e - row * ld;  // no division where rows are whole
-    const float v = ld == d ? x[e] : col < d ? x[row * d + col] : 0.0f;
+    const float v = ld == d ? to_float(x[e]) : col < d ? to_float(x[row * d + col]) : 0.0f;
     if (dst != nullptr) dst[e] = __float2half_rn(v);
     largest = fmaxf(largest, fabsf(v));
   }
@@ -31,15 +33,17 @@ __global__ void half_copy_kernel(const float* __restrict__ x, std::int64_t n, st
 }
 
 /// errors[i] = ||half(x_i) - x_i||, a warp a row: each difference and its square exact in double, their sum
-/// within d 2^-53 relative, the root rounded up with 2^-20 to spare.
-__global__ void half_errors_kernel(const float* __restrict__ x, std::int64_t n, std::int64_t d,
+/// within d 2^-53 relative, the root rounded up with 2^-20 to spare (bfloat16 rows within half's normal
+/// range: 0).
+template <class S>
+__global__ void half_errors_kernel(const S* __restrict__ x, std::int64_t n, std::int64_t d,
                                    float* __restrict__ errors) {
   const int lane = threadIdx.x % 32;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   for (std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32; i < n; i += warps) {
     double sq = 0;
     for (std::int64_t c = lane; c < d; c += 32) {
-      const float v = x[i * d + c];
+      const float v = to_float(x[i * d + c]);
       const double diff = double(v) - double(__half2float(__float2half_rn(v)));
       sq += diff * diff;
     }
@@ -49,7 +53,8 @@ __global__ void half_errors_kernel(const float* __restrict__ x, std::int64_t n, 
 }
 
 /// Queues the kernel (dst may be null) and returns the largest |x| (waits for the stream).
-float copy_and_measure(const float* x, std::int64_t n, std::int64_t d, std::int64_t ld, __half* dst,
+template <class S>
+float copy_and_measure(const S* x, std::int64_t n, std::int64_t d, std::int64_t ld, __half* dst,
                        cudaStream_t stream) {
   DeviceBuffer<unsigned> max_bits(1);
   SKINNY_CUDA_TRY(cudaMemsetAsync(max_bits.data(), 0, max_bits.bytes(), stream));
@@ -73,12 +78,14 @@ bool copy_fits(std::int64_t n, std::int64_t ld, bool with_errors) {
 
 }  // namespace
 
-bool half_rows_possible(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
+template <class S>
+bool half_rows_possible(const S* x, std::int64_t n, std::int64_t d, cudaStream_t stream) {
   const std::int64_t ld = nearest_row<__half>(d);
   return copy_fits(n, ld, false) && half_holds(copy_and_measure(x, n, d, ld, nullptr, stream));
 }
 
-HalfRows half_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t stream, bool with_errors) {
+template <class S>
+HalfRows half_rows(const S* x, std::int64_t n, std::int64_t d, cudaStream_t stream, bool with_errors) {
   HalfRows h;
   const std::int64_t ld = nearest_row<__half>(d);
   if (!copy_fits(n, ld, with_errors)) return h;
@@ -95,5 +102,10 @@ HalfRows half_rows(const float* x, std::int64_t n, std::int64_t d, cudaStream_t 
   h.ld = ld;
   return h;
 }
+
+template bool half_rows_possible(const float*, std::int64_t, std::int64_t, cudaStream_t);
+template bool half_rows_possible(const __nv_bfloat16*, std::int64_t, std::int64_t, cudaStream_t);
+template HalfRows half_rows(const float*, std::int64_t, std::int64_t, cudaStream_t, bool);
+template HalfRows half_rows(const __nv_bfloat16*, std::int64_t, std::int64_t, cudaStream_t, bool);
 
 }  // namespace skinny::kmeans::detail

@@ -189,8 +189,9 @@ bool narrow_forced() { return environment_says("SKINNY_KMEANS_NARROW", "1"); }
 /// float points) on a half copy of X.
 enum class NearestRoute { none, native, widened, half_copy };
 
-/// SKINNY_KMEANS_HALF_COPY=0 in the environment keeps float points off the half copy: TF32 for fast mode's
-/// products and exact mode's first pass (for comparisons).
+/// SKINNY_KMEANS_HALF_COPY=0 in the environment keeps float and bfloat16 points off the half copy: TF32 for
+/// float fast mode's products and exact mode's first pass, bfloat16 products for bfloat16 points' (for
+/// comparisons).
 bool half_copy_switched_off() { return environment_says("SKINNY_KMEANS_HALF_COPY", "0"); }
 
 /// SKINNY_KMEANS_ONE_PASS=1 or 0 overrides the one-pass rules (route_rules.hpp; for benchmarks of the
@@ -217,41 +218,6 @@ bool float_one_pass(const Context& ctx, const T* x, std::int64_t d, std::int64_t
          one_pass_pays<T>(ctx, d, k) && detail::assign_and_sum_applies(x, d, k);
 }
 
-/// Whether the fused kernel multiplies float points on a half copy of X (half_rows.hpp), as far as the shape
-/// tells: float points, Algo::automatic, no Params::protect (its checks are calibrated on TF32's rounding),
-/// and a shape where the fused kernel takes float points or where fast mode's TF32 GEMM
-/// would (route_rules.hpp: the half products beat both), which gemm::nearest can run on half rows. Fast
-/// mode multiplies the copy alone; exact mode's one-product pass reads it where gemm::nearest certifies one
-/// product and re-checks the rest (nearest_may_recheck), the re-check reading X. Not where the one pass
-/// takes the shape first. Whether X's range and the free memory allow the copy is the data's to say
-/// (half_rows).
-template <class T>
-bool half_copy_candidate(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                         gemm::Algo backend, gemm::Math math, bool protect) {
-  if constexpr (!std::is_same_v<T, float>) {
-    return false;
-  } else {
-    if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() ||
-        k < fused_min_clusters(ctx, d, math, protect) || float_one_pass(ctx, x, d, k, backend))
-      return false;
-    gemm::NearestArguments a = nearest_probe(n, d, k, gemm::Element::f16, detail::nearest_row<__half>(d));
-    a.math = math;
-    return (math == gemm::Math::fast || gemm::nearest_may_recheck(ctx, a)) && gemm::nearest_can_implement(ctx, a);
-  }
-}
-
-/// The half copy the fused kernel reads for these float points (half_copy_candidate, then the data's range
-/// and the free memory; exact mode's with each row's distance to X), or an empty one.
-template <class T>
-detail::HalfRows assignment_half_rows(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
-                                      gemm::Algo backend, gemm::Math math, bool protect) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (half_copy_candidate<T>(ctx, x, n, d, k, backend, math, protect))
-      return detail::half_rows(x, n, d, ctx.stream(), math == gemm::Math::exact);
-  }
-  return {};
-}
-
 /// The route for this problem, decided once (it asks the device for free memory): gemm::nearest for float
 /// or 16-bit data, the automatic backend, enough clusters (any number for 16-bit data, which has no faster
 /// tall-skinny path) and a shape it can do. `copy_allowed`: X's rows may be read from a padded copy (fit);
@@ -268,6 +234,50 @@ NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::
     if (detail::is_16bit<T> && nearest_runs<T>(ctx, n, d, k, false)) return NearestRoute::widened;
     return NearestRoute::none;
   }
+}
+
+/// Whether the fused kernel multiplies float points on a half copy of X (half_rows.hpp), as far as the shape
+/// tells: float points, Algo::automatic, no Params::protect (its checks are calibrated on TF32's rounding),
+/// and a shape where the fused kernel takes float points or where fast mode's TF32 GEMM
+/// would (route_rules.hpp: the half products beat both), which gemm::nearest can run on half rows. Fast
+/// mode multiplies the copy alone; exact mode's one-product pass reads it where gemm::nearest certifies one
+/// product and re-checks the rest (nearest_may_recheck), the re-check reading X. Not where the one pass
+/// takes the shape first. Whether X's range and the free memory allow the copy is the data's to say
+/// (half_rows). bfloat16 points take one in exact mode alone, for the certified first pass (half's 11-bit
+/// centres leave far fewer points to re-check than bfloat16's 8), where the fused kernel takes their rows
+/// with many clusters.
+template <class T>
+bool half_copy_candidate(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                         gemm::Algo backend, gemm::Math math, bool protect) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() || math != gemm::Math::exact ||
+        k <= detail::kFewClustersMax || nearest_route(ctx, x, n, d, k, backend, math) != NearestRoute::native)
+      return false;
+    gemm::NearestArguments a = nearest_probe(n, d, k, gemm::Element::f16, detail::nearest_row<__half>(d));
+    a.math = math;
+    return gemm::nearest_may_recheck(ctx, a) && gemm::nearest_can_implement(ctx, a);
+  } else if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() ||
+        k < fused_min_clusters(ctx, d, math, protect) || float_one_pass(ctx, x, d, k, backend))
+      return false;
+    gemm::NearestArguments a = nearest_probe(n, d, k, gemm::Element::f16, detail::nearest_row<__half>(d));
+    a.math = math;
+    return (math == gemm::Math::fast || gemm::nearest_may_recheck(ctx, a)) && gemm::nearest_can_implement(ctx, a);
+  }
+}
+
+/// The half copy the fused kernel reads for these float or bfloat16 points (half_copy_candidate, then the
+/// data's range and the free memory; exact mode's with each row's distance to X), or an empty one.
+template <class T>
+detail::HalfRows assignment_half_rows(Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
+                                      gemm::Algo backend, gemm::Math math, bool protect) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, __nv_bfloat16>) {
+    if (half_copy_candidate<T>(ctx, x, n, d, k, backend, math, protect))
+      return detail::half_rows(x, n, d, ctx.stream(), math == gemm::Math::exact);
+  }
+  return {};
 }
 
 /// Whether the assignment reads X once (automatic backend, few clusters): through detail::few_nearest, or in
@@ -312,8 +322,8 @@ struct Assigner {
   /// Through detail::narrow_nearest, over all points at once (detail::narrow_assignment); then there is no
   /// half copy, no gemm::nearest route and no few-clusters kernel.
   bool narrow;
-  /// A half copy of float X, made once here where it serves (assignment_half_rows): fast mode multiplies it
-  /// (route half_copy), exact mode's one-product pass too (route native); else empty.
+  /// A half copy of float or bfloat16 X, made once here where it serves (assignment_half_rows): fast mode
+  /// multiplies it (route half_copy, float), exact mode's one-product pass too (route native); else empty.
   detail::HalfRows half;
   NearestRoute route;  ///< decided once; fused(), native() and `few` follow from it
   bool fused() const { return route != NearestRoute::none; }

@@ -377,8 +377,8 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
 
 /// The candidates of a collecting pass (Hopper, SKINNY_NEAREST_CANDIDATES=1): centres in groups of near
 /// twins, apart by far less than the one-product bound and far more than float's round-off, so that nearly
-/// every point is left by the certificate with its group as candidates. Groups of 4 are settled by their
-/// candidates; of a group of 64, more than the 16 slots lie within reach of most points (half's reach is
+/// every point is left by the certificate with its group as candidates. Groups of 4 and 16 (every slot
+/// filled) are settled by their candidates; of a group of 64, more than the 16 slots lie within reach of most points (half's reach is
 /// about 2.4 standard deviations of the group's distances, bfloat16's and TF32's many more), and those
 /// points go to three products. Either way each label is a nearest centre up to float's round-off, and the
 /// exact (double) argmin where the runner-up is farther than that, for float, half and bfloat16 points.
@@ -425,7 +425,7 @@ void groups_of_near_twins(std::int64_t group) {
 }
 
 TEST_F(Nearest, CandidatesSettleNearTiesAndLeaveCrowdsToThreeProducts) {
-  for (const std::int64_t group : {4, 64}) {
+  for (const std::int64_t group : {4, 16, 64}) {
     groups_of_near_twins<float>(group);
     groups_of_near_twins<__half>(group);
     groups_of_near_twins<__nv_bfloat16>(group);
@@ -451,7 +451,7 @@ TEST_F(Nearest, RecheckCertifiesWithEachPointsOwnRounding) {
   ctx.nearest_recheck() = {};
 }
 
-/// A half copy of float points x (rows of ld values, d used) for NearestArguments::x_half: its values (rows of
+/// A half copy of points x (as float values; rows of ld values, d used) for NearestArguments::x_half: its values (rows of
 /// ldh, zeros past d), their squared norms and each row's distance to x, rounded up. `lie`: the copy of
 /// other points, with distances 0 (a copy the kernel must not be given).
 struct HalfCopy {
@@ -479,31 +479,38 @@ HalfCopy half_copy_of(const std::vector<float>& x, std::int64_t n, std::int64_t 
   return h;
 }
 
-/// Exact mode through fast_then_recheck with the first pass on a half copy of float points (x_half):
-/// the labels of three products (each point certified with its own distance to the copy, or re-checked on
-/// x), with most points certified, on odd shapes and on points with values among half's subnormals. A copy
-/// of other points changes the labels: the first pass does read it.
-TEST_F(Nearest, ExactOnAHalfCopyGivesTheLabelsOfThreeProducts) {
+/// Exact mode through fast_then_recheck with the first pass on a half copy of float or bfloat16 points
+/// (x_half): the labels of three products (each point certified with its own distance to the copy, or
+/// re-checked on x), with most points certified, on odd shapes and on points with values among half's
+/// subnormals (bfloat16 points otherwise convert exactly). A copy of other points changes the labels: the
+/// first pass does read it.
+template <class P>
+void exact_on_a_half_copy() {
   Context& ctx = testing::shared_context();
   for (const auto [n, k, d, ld, tiny] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool>{
                                              1000, 129, 36, 36, false},
                                          {3001, 300, 48, 48, true},
                                          {10243, 260, 65, 68, false},
                                          {2000, 1024, 130, 132, true}}) {
-    auto x = testing::random_nonzero<float>(static_cast<std::size_t>(n * ld), 71);
+    const std::int64_t ldp = std::is_same_v<P, float> ? ld : (ld + 7) / 8 * 8;  // 16-bit rows: 16-byte copies
+    auto raw = testing::random_nonzero<float>(static_cast<std::size_t>(n * ldp), 71);
     if (tiny)  // every fifth value among half's subnormals: the copy's error is no longer relative to x
-      for (std::size_t i = 0; i < x.size(); i += 5) x[i] *= 1e-6f;
+      for (std::size_t i = 0; i < raw.size(); i += 5) raw[i] *= 1e-6f;
+    const std::vector<P> points = rounded_to<P>(raw);
+    const std::vector<float> x = widened(points);
     const auto c = testing::random_nonzero<float>(static_cast<std::size_t>(k * d), 72);
-    const std::string where = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " d=" + std::to_string(d) +
+    const std::string where = std::string(std::is_same_v<P, float> ? "float" : "bf16") + " n=" + std::to_string(n) +
+                              " k=" + std::to_string(k) + " d=" + std::to_string(d) +
                               (tiny ? " with subnormal halves" : "");
-    const Outputs want = run(x, c, n, k, d, ld, d, Math::exact, ExactMethod::three_products);
+    const Outputs want = run(points, c, n, k, d, ldp, d, Math::exact, ExactMethod::three_products);
     const auto on_copy = [&](const HalfCopy& h) {
-      const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, d);
-      DeviceBuffer<float> dx(x), dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
+      const auto xn = sq_norms(x, n, d, ldp), cn = sq_norms(c, k, d, d);
+      DeviceBuffer<P> dx(points);
+      DeviceBuffer<float> dc(c), dxn(xn), dcn(cn), ddist(static_cast<std::size_t>(n));
       DeviceBuffer<__half> dh(h.values);
       DeviceBuffer<float> dhn(h.sq_norms), dhe(h.errors);
       DeviceBuffer<std::int32_t> dlabels(std::vector<std::int32_t>(static_cast<std::size_t>(n), -7));
-      NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ld, d, Math::exact, ExactMethod::fast_then_recheck);
+      NearestArguments a = arguments(dx, dc, dxn, dcn, n, k, d, ldp, d, Math::exact, ExactMethod::fast_then_recheck);
       a.labels = dlabels.data();
       a.sq_distances = ddist.data();
       a.x_half = dh.data();
@@ -517,18 +524,23 @@ TEST_F(Nearest, ExactOnAHalfCopyGivesTheLabelsOfThreeProducts) {
       ctx.synchronize();
       return Outputs{dlabels.to_host(), ddist.to_host()};
     };
-    const Outputs got = on_copy(half_copy_of(x, n, d, ld));
+    const Outputs got = on_copy(half_copy_of(x, n, d, ldp));
     EXPECT_EQ(want.labels, got.labels) << where;
     const double share = ctx.nearest_recheck().rechecked_share + ctx.nearest_recheck().candidates_share;
     EXPECT_LT(share, 0.5) << where << ": the copy's first pass certified too few points";
-    const auto xn = sq_norms(x, n, d, ld), cn = sq_norms(c, k, d, d);
+    const auto xn = sq_norms(x, n, d, ldp), cn = sq_norms(c, k, d, d);
     const double max_cn = *std::max_element(cn.begin(), cn.end());
     for (std::int64_t i = 0; i < n; ++i)  // certified points keep their one-product distance
       ASSERT_NEAR(want.dist[i], got.dist[i], fast_relative_bound<__half>() * (xn[i] + max_cn)) << where << " point " << i;
-    EXPECT_NE(want.labels, on_copy(half_copy_of(x, n, d, ld, true)).labels) << where << ": a lying copy went unread";
+    EXPECT_NE(want.labels, on_copy(half_copy_of(x, n, d, ldp, true)).labels) << where << ": a lying copy went unread";
     std::printf("exact on a half copy, %s: %.1f %% re-checked\n", where.c_str(), 100 * share);
   }
   ctx.nearest_recheck() = {};
+}
+
+TEST_F(Nearest, ExactOnAHalfCopyGivesTheLabelsOfThreeProducts) {
+  exact_on_a_half_copy<float>();
+  exact_on_a_half_copy<__nv_bfloat16>();
 }
 
 /// ExactMethod::automatic on a shape whose last re-check left most points uncertified takes three products

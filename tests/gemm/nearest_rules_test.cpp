@@ -43,6 +43,10 @@ TEST(NearestRules, SixteenBitPointsTakeTheRecheckFromSixtyFourDimensions) {
     EXPECT_FALSE(recheck_pays(shape(Element::bf16, 128, 512), wgmma));
     EXPECT_TRUE(recheck_pays(shape(Element::bf16, 128, 1024), wgmma));
     EXPECT_TRUE(recheck_pays(shape(Element::bf16, 256, 32), wgmma));
+    // ... unless its first pass reads a half copy: then as half.
+    NearestArguments on_copy = shape(Element::bf16, 128, 512);
+    on_copy.x_half = &on_copy;  // only its presence counts here
+    EXPECT_TRUE(recheck_pays(on_copy, wgmma));
   }
 }
 

@@ -428,7 +428,8 @@ TEST_F(KmeansGpu, SixteenBitDataFitsLikeFloat) {
   sixteen_bit_fits_like_float<__nv_bfloat16>(1001, 7, 3);
   sixteen_bit_fits_like_float<__nv_bfloat16>(3001, 129, 17);
   sixteen_bit_fits_like_float<__nv_bfloat16>(777, 64, 32);
-  sixteen_bit_fits_like_float<__nv_bfloat16>(3001, 64, 150);
+  sixteen_bit_fits_like_float<__nv_bfloat16>(3001, 64, 150);  // exact: the first pass on a half copy
+  sixteen_bit_fits_like_float<__nv_bfloat16>(4099, 136, 300);
 }
 
 /// The few-clusters kernel against exact distances in double on odd shapes (k = 1..32, d = 1..), with a

@@ -87,8 +87,10 @@ struct NearestArguments {
   /// Out, host, optional: whether row_sums add one-product terms (Math::fast, or Math::exact through
   /// fast_then_recheck) rather than float-accurate ones.
   bool* row_sums_one_product = nullptr;
-  /// Optional, for float points in Math::exact through fast_then_recheck without row_sums: a half copy of
-  /// the points for the first pass, whose 16-bit products take about two thirds of TF32's time. x_half:
+  /// Optional, for float or bfloat16 points in Math::exact through fast_then_recheck without row_sums: a
+  /// half copy of the points for the first pass, whose 16-bit products take about two thirds of TF32's
+  /// time, and whose centres, rounded to half's 11 bits rather than bfloat16's 8, leave fewer bfloat16
+  /// points to re-check (bfloat16 within half's range converts exactly: errors 0). x_half:
   /// n rows of ldx_half half values (a multiple of 8, >= d, 16-byte aligned; zeros past d), x_half_sq_norms
   /// their squared norms, x_half_errors[i] >= ||x^_i - x_i|| (x^_i: row i of the copy). The certificate
   /// takes each point's own distance to its copy; the points it leaves are re-checked on x itself at float
@@ -121,7 +123,7 @@ bool nearest_uses_wgmma(const Context& ctx);
 
 /// Whether Math::exact with ExactMethod::automatic takes fast_then_recheck for this shape (on its first call
 /// through a Context; a shape that left too many points to re-check goes back to three products for a while):
-/// whether a half copy of float points (NearestArguments::x_half) can serve.
+/// whether a half copy of float or bfloat16 points (NearestArguments::x_half) can serve.
 bool nearest_may_recheck(const Context& ctx, const NearestArguments& args);
 
 /// Queues the labels and distances on ctx.stream() (scratch from ctx.workspace()). Deterministic:
