@@ -48,7 +48,8 @@ enum class FirstPass { sixteen_bit, tf32, half_copy };
 /// centres: the collecting pass, and per point its gathered row and candidates_kernel's sums in double over
 /// its candidates. H100, the K-means benchmark's bfloat16 blobs, 2^20 points, k = 1024: the first pass over
 /// all points 0.78 ms, the candidates' re-check of the 80 % it left 2.22 ms at d = 128 (three products for
-/// them: 1.75 ms); 2.07 and 6.40 ms (91 %) at d = 512 (bench/results/h100/2026-12-07_candidates).
+/// them: 1.75 ms); 2.07 and 6.40 ms (91 %) at d = 512 (bench/results/h100/2026-12-07_candidates). Measured
+/// with candidates_kernel taking one candidate after another; it now sums them all at once (to measure).
 constexpr double kCollectExtraCentres = 2600;
 
 /// The cost of re-checking a point on its candidates as a share of re-checking it with three products
