@@ -378,9 +378,9 @@ TEST_F(Nearest, RecheckSettlesExactTiesInBatches) {
 /// The candidates of a collecting pass (Hopper, SKINNY_NEAREST_CANDIDATES=1): centres in groups of near
 /// twins, apart by far less than the one-product bound and far more than float's round-off, so that nearly
 /// every point is left by the certificate with its group as candidates. Groups of 4 and 16 (every slot
-/// filled) are settled by their candidates; of a group of 64, more than the 16 slots lie within reach of most points (half's reach is
-/// about 2.4 standard deviations of the group's distances, bfloat16's and TF32's many more), and those
-/// points go to three products. Either way each label is a nearest centre up to float's round-off, and the
+/// filled) are settled by their candidates; of a group of 64, more than the 16 slots lie within reach of
+/// most points (half's reach is about 2.4 standard deviations of the group's distances, bfloat16's and
+/// TF32's many more), and those points go to three products. Either way each label is a nearest centre up to float's round-off, and the
 /// exact (double) argmin where the runner-up is farther than that, for float, half and bfloat16 points.
 template <class P>
 void groups_of_near_twins(std::int64_t group) {
@@ -451,8 +451,8 @@ TEST_F(Nearest, RecheckCertifiesWithEachPointsOwnRounding) {
   ctx.nearest_recheck() = {};
 }
 
-/// A half copy of points x (as float values; rows of ld values, d used) for NearestArguments::x_half: its values (rows of
-/// ldh, zeros past d), their squared norms and each row's distance to x, rounded up. `lie`: the copy of
+/// A half copy of points x (as float values; rows of ld values, d used) for NearestArguments::x_half: its
+/// values (rows of ldh, zeros past d), their squared norms and each row's distance to x, rounded up. `lie`: the copy of
 /// other points, with distances 0 (a copy the kernel must not be given).
 struct HalfCopy {
   std::vector<__half> values;
