@@ -249,19 +249,16 @@ NearestRoute nearest_route(const Context& ctx, const T* x, std::int64_t n, std::
 template <class T>
 bool half_copy_candidate(const Context& ctx, const T* x, std::int64_t n, std::int64_t d, std::int64_t k,
                          gemm::Algo backend, gemm::Math math, bool protect) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() || math != gemm::Math::exact ||
-        k <= detail::kFewClustersMax || nearest_route(ctx, x, n, d, k, backend, math) != NearestRoute::native)
-      return false;
-    gemm::NearestArguments a = nearest_probe(n, d, k, gemm::Element::f16, detail::nearest_row<__half>(d));
-    a.math = math;
-    return gemm::nearest_may_recheck(ctx, a) && gemm::nearest_can_implement(ctx, a);
-  } else if constexpr (!std::is_same_v<T, float>) {
+  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, __nv_bfloat16>) {
     return false;
   } else {
-    if (backend != gemm::Algo::automatic || protect || half_copy_switched_off() ||
-        k < fused_min_clusters(ctx, d, math, protect) || float_one_pass(ctx, x, d, k, backend))
+    if (backend != gemm::Algo::automatic || protect || half_copy_switched_off()) return false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (k < fused_min_clusters(ctx, d, math, protect) || float_one_pass(ctx, x, d, k, backend)) return false;
+    } else if (math != gemm::Math::exact || k <= detail::kFewClustersMax ||
+               nearest_route(ctx, x, n, d, k, backend, math) != NearestRoute::native) {
       return false;
+    }
     gemm::NearestArguments a = nearest_probe(n, d, k, gemm::Element::f16, detail::nearest_row<__half>(d));
     a.math = math;
     return (math == gemm::Math::fast || gemm::nearest_may_recheck(ctx, a)) && gemm::nearest_can_implement(ctx, a);

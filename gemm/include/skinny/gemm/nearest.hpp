@@ -41,7 +41,7 @@ enum class Element { f32, f16, bf16 };
 ///    centres instead of three products. Points with more go through three products over all the centres.
 ///    nearest() then waits for its stream once or twice.
 ///  - automatic: fast_then_recheck where the products dominate (float points: k >= 64, k d >= 16384 and
-///    d >= 16, on wgmma d >= 48 or d >= 32 with k d >= 65536; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 also d >= 256 or k >= 1024),
+///    d >= 16, on wgmma d >= 48 or d >= 32 with k d >= 65536; 16-bit points: d >= 64 and k d >= 8192, for bfloat16 without a half copy also d >= 256 or k >= 1024),
 ///    three_products elsewhere and where row_sums are asked for without the re-check's outputs
 ///    (NearestArguments::rechecked_rows). When the last try on the same shape
 ///    (through the same Context) cost more than re-checking 35 % of the points with three products
